@@ -8,6 +8,7 @@
 //! | `awt_progress (node, incarnation, grp, stream, next_lsn, ...)` | per AWT group and apply lane, the stream position before which everything is applied |
 //! | `awt_errors` | AWT transactions PostgreSQL refused for good, with their statements |
 //! | `swt_log (node, incarnation, slot, txn_id, changes)` | SWT's log of committed transactions per apply slot |
+//! | `node_partitions (grp, node, col, addr, lo, hi)` | node partitions: which pgtier node owns which range `[lo, hi)` of a group's root key column `col` (NULL: unbounded), and where clients reach it (`shard.rs`) |
 //! | `expect_one(n, what)` | raises P0002 unless an UPDATE/DELETE changed exactly one row |
 //! | `check_node(node, incarnation)` | raises `PGT01` unless the directory still owns the name and the session's `pgtier.epoch` setting (0 when unset) is the name's current lease epoch (shared advisory lock: a takeover or a lease changing hands waits for running transactions) |
 //! | `lease_acquire(node, holder, ms)` / `lease_renew(node, holder, epoch, ms)` / `lease_release(node, holder, epoch)` | the pair's lease (`lease.rs`) |
@@ -32,10 +33,10 @@ pub(crate) const DEFINITION_CHANGED: &str = "PGT02";
 /// `definition_token` in PL/pgSQL, whose statement plans a session keeps,
 /// where the SQL function was parsed and planned at every call (four per
 /// write-through batch of a four-table group: a tenth of PostgreSQL's CPU
-/// under write-through).
-/// 4: `leases` and `nodes.epoch` (fencing of an active/standby pair: the
-/// member that lost the lease cannot commit write-through).
-const VERSION: i32 = 4;
+/// under write-through). 4: `node_partitions`. 5: `leases` and
+/// `nodes.epoch` (fencing of an active/standby pair: the member that lost
+/// the lease cannot commit write-through).
+const VERSION: i32 = 5;
 
 /// Makes schema `pgtier` current (cheap when it is: one query).
 pub(crate) fn ensure(client: &mut Client) -> Result<(), CacheError> {
@@ -69,6 +70,9 @@ fn script() -> String {
          CREATE TABLE IF NOT EXISTS pgtier.swt_log (
              node text NOT NULL, incarnation text NOT NULL, slot int NOT NULL, txn_id bigint NOT NULL, changes text NOT NULL,
              committed_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (node, incarnation, slot, txn_id));
+         CREATE TABLE IF NOT EXISTS pgtier.node_partitions (
+             grp text NOT NULL, node text NOT NULL, col text NOT NULL, addr text NOT NULL, lo bigint, hi bigint,
+             PRIMARY KEY (grp, node), CHECK (lo IS NULL OR hi IS NULL OR lo < hi));
          -- The layout before incarnation ids (version 1): keyed by node alone.
          DO $m$
          BEGIN

@@ -139,6 +139,15 @@ pub enum CacheError {
     #[error("cannot reserve values of sequence {sequence} from PostgreSQL: {reason}")]
     SequenceUnavailable { sequence: String, sqlstate: String, reason: String, block: u32 },
 
+    /// A node-partitioned group's key another node owns (`shard.rs`).
+    #[error("{} = {} of cache group \"{}\" is {}, not by this node \"{}\"", .0.column, .0.key, .0.group, owner_phrase(.0.owner.as_ref()), .0.node)]
+    WrongNode(Box<crate::shard::WrongNode>),
+
+    /// A statement on a node-partitioned group this node cannot answer
+    /// exactly from its own range.
+    #[error("table \"{table}\" of cache group \"{group}\" is partitioned over pgtier nodes by {column}: {reason}")]
+    ShardScan { group: String, table: String, column: String, reason: String },
+
     /// Not built yet.
     #[error("{what} is not supported yet")]
     NotYet { what: &'static str },
@@ -177,7 +186,8 @@ impl CacheError {
                 }
             }
             CacheError::Syntax { .. } => "42601",
-            CacheError::NotYet { .. } => "0A000",
+            CacheError::NotYet { .. } | CacheError::ShardScan { .. } => "0A000",
+            CacheError::WrongNode(_) => crate::shard::WRONG_NODE,
             CacheError::WriteThroughBehind { .. } => "55000",
             CacheError::InvalidNodeName { .. } => "42602",
             CacheError::LeaseConfig(_) => "22023",
@@ -227,12 +237,29 @@ impl CacheError {
             CacheError::ReplicationOrigin { sqlstate, .. } if sqlstate == "42501" => "Write-through marks its changes with a replication origin so autorefresh does not apply them back: connect [backend] as a superuser, or GRANT EXECUTE ON FUNCTION pg_replication_origin_create(text), pg_replication_origin_oid(text), pg_replication_origin_session_setup(text) to its role.".into(),
             CacheError::ReplicationOrigin { .. } => return None,
             CacheError::Autorefresh { hint, .. } => return hint.clone(),
+            CacheError::WrongNode(wrong) if let Some(owner) = &wrong.owner => format!(
+                "Send the transaction to node \"{}\" at {}; pgtier.node_partitions in PostgreSQL maps keys to nodes.",
+                owner.node, owner.addr
+            ),
+            CacheError::WrongNode(_) => {
+                "No node of pgtier.node_partitions owns this key: declare the map again with ALTER CACHE GROUP ... PARTITION BY RANGE.".into()
+            }
+            CacheError::ShardScan { column, .. } => format!(
+                "Each node caches only its range of {column}: bind {column} by equality (one node's instances), or ask PostgreSQL for the whole table."
+            ),
             CacheError::SequenceUnavailable { block, .. } => format!(
                 "pgtier takes this sequence's values from PostgreSQL in blocks of {block} ([cache] sequence_block) and has handed out its block; \
                  an INSERT that leaves the column to its default works again once PostgreSQL can be reached (one that supplies the value works now)."
             ),
             _ => return None,
         })
+    }
+}
+
+fn owner_phrase(owner: Option<&crate::shard::NodeShard>) -> String {
+    match owner {
+        Some(owner) => format!("owned by node \"{}\" at {} (range {})", owner.node, owner.addr, owner.range_text()),
+        None => "owned by no node of the partition map".into(),
     }
 }
 

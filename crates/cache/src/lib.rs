@@ -28,6 +28,7 @@ mod persist;
 mod pool;
 mod registry;
 mod sequence;
+mod shard;
 mod statement;
 mod swt;
 mod tuning;
@@ -38,7 +39,9 @@ pub use autorefresh::{
     AutorefreshConfig, AutorefreshStatus, PROGRESS_TABLE as AUTOREFRESH_TABLE, PredicateCompiler, RowTest,
 };
 pub use awt::{AwtConfig, AwtStatus, LagCounts, LagHistogram, LaneStatus};
-pub use cache::{Cache, CacheConfig, GroupInfo, GroupStats, LaneInfo, PropagationInfo, RootKey, TableInfo, TierInfo};
+pub use cache::{
+    Cache, CacheConfig, GroupInfo, GroupStats, LaneInfo, PartitionAccess, PropagationInfo, RootKey, TableInfo, TierInfo,
+};
 pub use drift::Drift;
 pub use error::CacheError;
 pub use flash::TierMode;
@@ -49,6 +52,7 @@ pub use pgtier_backend::snapshot::Cancel;
 pub use pgtier_tier::{Admission, DirectIo, TierConfig, TierStats};
 pub use registry::UnloadReport;
 pub use sequence::{DEFAULT_SEQUENCE_BLOCK, KeyDefault, KeyGeneration};
+pub use shard::{NodeShard, ShardMap, WRONG_NODE, with_own_scans};
 pub use statement::{Aging, CACHE_VERBS, CacheStatement, CreateGroup, FlashPolicy, TierCommand, parse_cache_statement};
 pub use swt::{SLOTS_TABLE, SwtStatus};
 pub use tuning::Tuning;

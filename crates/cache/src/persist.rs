@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::CacheError;
 use crate::group::{CacheGroup, GroupSpec, build_group};
+use crate::shard::ShardMap;
 use crate::statement::CreateGroup;
 
 /// Bumped when the stored shape changes incompatibly.
@@ -29,6 +30,10 @@ struct RootAnnotation {
     /// (`ALTER CACHE GROUP ... ACCEPT DEFINITION`); empty: the tables' own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     accepted: Vec<u64>,
+    /// The node partition map read from PostgreSQL when the group was
+    /// created (`shard.rs`); None: the group is not partitioned over nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    shards: Option<ShardMap>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -38,8 +43,8 @@ struct MemberAnnotation {
 }
 
 /// Sets the annotations on `group`'s engine table definitions.
-pub(crate) fn annotate(def: &CreateGroup, group: &mut CacheGroup) -> Result<(), CacheError> {
-    let text = root_annotation(def, group, &[])?;
+pub(crate) fn annotate(def: &CreateGroup, group: &mut CacheGroup, shards: Option<&ShardMap>) -> Result<(), CacheError> {
+    let text = root_annotation(def, group, &[], shards)?;
     let member = MemberAnnotation { pgtier_cache_group: FORMAT, member_of: def.name.clone() };
     let member_text = serde_json::to_string(&member).map_err(|error| cannot_store(def, &error))?;
     for (index, table) in group.tables.iter_mut().enumerate() {
@@ -49,7 +54,12 @@ pub(crate) fn annotate(def: &CreateGroup, group: &mut CacheGroup) -> Result<(), 
 }
 
 /// The root table's annotation, with `accepted` fingerprints (empty: the tables' own).
-pub(crate) fn root_annotation(def: &CreateGroup, group: &CacheGroup, accepted: &[u64]) -> Result<String, CacheError> {
+pub(crate) fn root_annotation(
+    def: &CreateGroup,
+    group: &CacheGroup,
+    accepted: &[u64],
+    shards: Option<&ShardMap>,
+) -> Result<String, CacheError> {
     let own: Vec<u64> = group.tables.iter().map(|t| t.source.fingerprint()).collect();
     let accepted = if accepted == own.as_slice() { Vec::new() } else { accepted.to_vec() };
     let root = RootAnnotation {
@@ -57,6 +67,7 @@ pub(crate) fn root_annotation(def: &CreateGroup, group: &CacheGroup, accepted: &
         definition: def.clone(),
         tables: group.tables.iter().map(|t| t.source.clone()).collect(),
         accepted,
+        shards: shards.cloned(),
     };
     serde_json::to_string(&root).map_err(|error| cannot_store(def, &error))
 }
@@ -65,9 +76,12 @@ fn cannot_store(def: &CreateGroup, error: &serde_json::Error) -> CacheError {
     CacheError::InvalidSpec { group: def.name.clone(), reason: format!("cannot store the definition: {error}") }
 }
 
-/// Every group whose definition the engine catalog holds, with the
-/// fingerprints accepted for its tables (in group order).
-pub(crate) fn restore(catalog: &Catalog) -> Result<Vec<(CreateGroup, CacheGroup, Vec<u64>)>, CacheError> {
+/// A group as the engine catalog holds it: definition, tables, the
+/// fingerprints accepted for its tables (in group order), its node partitions.
+pub(crate) type Restored = (CreateGroup, CacheGroup, Vec<u64>, Option<ShardMap>);
+
+/// Every group whose definition the engine catalog holds.
+pub(crate) fn restore(catalog: &Catalog) -> Result<Vec<Restored>, CacheError> {
     let mut groups = Vec::new();
     for table in catalog.tables() {
         let Some(text) = table.annotation.as_deref() else { continue };
@@ -92,13 +106,13 @@ pub(crate) fn restore(catalog: &Catalog) -> Result<Vec<(CreateGroup, CacheGroup,
             kind: def.kind,
         };
         let mut group = build_group(&spec, stored.tables)?;
-        annotate(&def, &mut group)?;
+        annotate(&def, &mut group, stored.shards.as_ref())?;
         let accepted = if stored.accepted.len() == group.tables.len() {
             stored.accepted
         } else {
             group.tables.iter().map(|t| t.source.fingerprint()).collect()
         };
-        groups.push((def, group, accepted));
+        groups.push((def, group, accepted, stored.shards));
     }
     Ok(groups)
 }

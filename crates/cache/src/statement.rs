@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::CacheError;
 use crate::group::GroupKind;
+use crate::shard::{NodeShard, ShardMap};
 
 /// One cache-group statement.
 #[derive(Clone, Debug, PartialEq)]
@@ -52,6 +53,11 @@ pub enum CacheStatement {
     },
     /// `ALTER CACHE TIER {ENABLE | DISABLE | RESIZE 'size'}`: the flash tier, online.
     Tier(TierCommand),
+    /// `ALTER CACHE GROUP name PARTITION BY RANGE (column) NODES (node 'host:port'
+    /// [FROM lo] [TO hi], ...)`: the node partition map, written into
+    /// PostgreSQL (`shard.rs`). A node's range starts where the previous
+    /// one's ends unless FROM says; the last one's TO may be left out.
+    Partition(ShardMap),
 }
 
 /// What `ALTER CACHE TIER` does.
@@ -189,7 +195,7 @@ impl CacheStatement {
             CacheStatement::Refresh { .. } => "REFRESH CACHE GROUP",
             CacheStatement::Verify { .. } => "VERIFY CACHE GROUP",
             CacheStatement::Takeover => "TAKEOVER CACHE NODE",
-            CacheStatement::AcceptDefinition { .. } => "ALTER CACHE GROUP",
+            CacheStatement::AcceptDefinition { .. } | CacheStatement::Partition(_) => "ALTER CACHE GROUP",
             CacheStatement::Tier(_) => "ALTER CACHE TIER",
         }
     }
@@ -205,6 +211,7 @@ impl CacheStatement {
             | CacheStatement::Refresh { name, .. }
             | CacheStatement::Verify { name }
             | CacheStatement::AcceptDefinition { name } => name,
+            CacheStatement::Partition(map) => &map.group,
         }
     }
 }
@@ -531,6 +538,11 @@ impl Parser<'_> {
             "verify" => CacheStatement::Verify { name: self.identifier("a cache group name")? },
             "alter" => {
                 let name = self.identifier("a cache group name")?;
+                if self.eat_word("partition") {
+                    let map = self.partition_map(name)?;
+                    self.end()?;
+                    return Ok(CacheStatement::Partition(map));
+                }
                 self.expect_word("accept")?;
                 self.expect_word("definition")?;
                 CacheStatement::AcceptDefinition { name }
@@ -555,6 +567,59 @@ impl Parser<'_> {
         };
         self.end()?;
         Ok(statement)
+    }
+
+    /// `BY RANGE (column) NODES (node 'host:port' [FROM lo] [TO hi], ...)`.
+    fn partition_map(&mut self, group: String) -> Result<ShardMap, CacheError> {
+        self.expect_word("by")?;
+        self.expect_word("range")?;
+        self.punct('(')?;
+        let column = self.identifier("a column name")?;
+        self.punct(')')?;
+        self.expect_word("nodes")?;
+        self.punct('(')?;
+        let mut shards: Vec<NodeShard> = Vec::new();
+        loop {
+            let node = self.identifier("a node name")?;
+            let addr = match self.peek() {
+                Some(Kind::Str(text)) if text.starts_with('\'') => text[1..text.len() - 1].replace("''", "'"),
+                _ => return Err(self.expected("the node's address as 'host:port'")),
+            };
+            self.at += 1;
+            let previous_hi = shards.last().and_then(|s| s.hi);
+            let lo = if self.eat_word("from") { Some(self.signed("a range bound")?) } else { previous_hi };
+            let hi = if self.eat_word("to") { Some(self.signed("a range bound")?) } else { None };
+            shards.push(NodeShard { node, addr, lo, hi });
+            if self.peek() == Some(&Kind::Punct(',')) {
+                self.at += 1;
+                continue;
+            }
+            self.punct(')')?;
+            break;
+        }
+        let map = ShardMap { group, column, shards };
+        map.validate()?;
+        Ok(map)
+    }
+
+    fn punct(&mut self, c: char) -> Result<(), CacheError> {
+        if self.peek() == Some(&Kind::Punct(c)) {
+            self.at += 1;
+            return Ok(());
+        }
+        Err(self.expected(&format!("\"{c}\"")))
+    }
+
+    /// An integer, optionally negative.
+    fn signed(&mut self, what: &str) -> Result<i64, CacheError> {
+        let negative = self.peek() == Some(&Kind::Punct('-'));
+        if negative {
+            self.at += 1;
+        }
+        let Some(Kind::Number(text)) = self.peek() else { return Err(self.expected(what)) };
+        let n = text.parse::<i64>().map_err(|_| self.expected(what))?;
+        self.at += 1;
+        Ok(if negative { -n } else { n })
     }
 
     /// `[WHERE predicate] [PARALLEL n]` at the end of LOAD/REFRESH/UNLOAD:

@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, anyhow, bail};
 use clap::ValueEnum;
 use pgtier_backend::managed;
+use pgtier_bench::driver::Workload;
 use pgtier_bench::driver::{self, LiveCounters, LoadSpec, RepetitionTally};
 use pgtier_bench::progress::RunProgress;
 use pgtier_bench::report::{self, PopulationSummary, RunFile, TatpExtras};
@@ -20,7 +21,7 @@ use pgtier_bench::targets::postgres::{ClientKind, CopyFormat, PgTarget};
 use pgtier_bench::tatp::population::{self, PopulateOptions};
 use pgtier_bench::tatp::random::SubscriberKeys;
 use pgtier_bench::tatp::transactions::TxnType;
-use pgtier_bench::tatp::{self, RunFacts, TatpWorkload};
+use pgtier_bench::tatp::{self, RoutedTatpWorkload, RunFacts, TatpWorkload};
 
 /// Subscribers loaded by `--populate` when `--subscribers` is not given.
 const DEFAULT_SUBSCRIBERS: u64 = 100_000;
@@ -35,6 +36,16 @@ pub struct TatpArgs {
     /// Run against the embedded engine in this process instead of PostgreSQL: `embedded:<dir>`
     #[arg(long, value_name = "embedded:DIR", conflicts_with = "url")]
     target: Option<String>,
+    /// Route over pgtier's node partitions: read the map of --shard-group
+    /// from this PostgreSQL (pgtier.node_partitions) and send each
+    /// transaction to the node owning its subscriber (--url gives the user,
+    /// password and database; each node's host:port comes from the map).
+    /// Needs --subscribers (a node cannot count every subscriber)
+    #[arg(long, value_name = "POSTGRES_URL", requires = "subscribers", conflicts_with_all = ["target", "populate"])]
+    shard_map: Option<String>,
+    /// The cache group whose node partitions --shard-map reads
+    #[arg(long, default_value = "tatp", requires = "shard_map")]
+    shard_group: String,
     /// Commit mode of the embedded target: sync (after WAL fsync) or async (WAL buffer)
     #[arg(long, value_enum, default_value_t = CommitArg::Sync)]
     commit_mode: CommitArg,
@@ -339,6 +350,8 @@ pub fn run(args: TatpArgs) -> anyhow::Result<()> {
     let load_streams = args.load_streams.unwrap_or(cpus + 1);
     let subscribers = if args.populate {
         args.subscribers.unwrap_or(DEFAULT_SUBSCRIBERS)
+    } else if let (Some(_), Some(n)) = (&args.shard_map, args.subscribers) {
+        n
     } else {
         let found = tatp::check_population(target)?;
         if let Some(n) = args.subscribers
@@ -407,7 +420,13 @@ pub fn run(args: TatpArgs) -> anyhow::Result<()> {
     print_header(&config, &plan, &keys, &server_settings, client_name, seed);
     let population = if args.populate { Some(populate(&chosen, seed, subscribers, load_streams)?) } else { None };
 
-    let workload = TatpWorkload { keys };
+    let workload: Box<dyn Workload> = match &args.shard_map {
+        Some(map_url) => {
+            let url = url_or_managed(args.url.as_deref())?;
+            Box::new(routed_workload(map_url, &args.shard_group, &url, client, keys)?)
+        }
+        None => Box::new(TatpWorkload { keys }),
+    };
     let mut run = RunResult {
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
         started_at,
@@ -435,7 +454,7 @@ pub fn run(args: TatpArgs) -> anyhow::Result<()> {
                 ramp_down: plan.ramp_down,
                 seed: seed ^ (u64::from(threads) << 32) ^ u64::from(rep),
             };
-            let tally = measure(target, &workload, &spec, rep, args.repetitions)?;
+            let tally = measure(target, workload.as_ref(), &spec, rep, args.repetitions)?;
             extras.repetitions.push(report::repetition_extra(&tally, rep));
             tallies.push(tally);
         }
@@ -477,9 +496,52 @@ fn populate(chosen: &Chosen, seed: u64, subscribers: u64, streams: usize) -> any
     Ok(PopulationSummary::of(&report, &options, chosen.load_format()))
 }
 
+/// The routed workload: one target per node of `group`'s map in the
+/// PostgreSQL at `map_url`, each `url` with the node's host:port.
+fn routed_workload(
+    map_url: &str,
+    group: &str,
+    url: &str,
+    client: ClientKind,
+    keys: SubscriberKeys,
+) -> anyhow::Result<RoutedTatpWorkload> {
+    let mut pg = pgtier_backend::connect(map_url).with_context(|| "--shard-map".to_owned())?;
+    let rows = pg
+        .query(
+            "SELECT node, addr, lo, hi FROM pgtier.node_partitions WHERE grp = $1 ORDER BY lo NULLS FIRST",
+            &[&group],
+        )
+        .with_context(|| format!("reading the node partitions of {group} (pgtier.node_partitions)"))?;
+    if rows.is_empty() {
+        bail!("cache group {group} has no node partitions in pgtier.node_partitions");
+    }
+    let mut nodes: Vec<tatp::RoutedNode> = Vec::new();
+    for row in &rows {
+        let (node, addr): (String, String) = (row.get(0), row.get(1));
+        let node_url = with_host_port(url, &addr)?;
+        let target = PgTarget::open(&node_url).with_context(|| format!("node {node} at {addr}"))?.with_client(client);
+        println!("  node {node:<10} {addr:<22} s_id in {}", range_text(row.get(2), row.get(3)));
+        nodes.push((row.get(2), row.get(3), Box::new(target)));
+    }
+    Ok(RoutedTatpWorkload { keys, nodes })
+}
+
+fn range_text(lo: Option<i64>, hi: Option<i64>) -> String {
+    format!("[{}, {})", lo.map_or("-inf".into(), |v| v.to_string()), hi.map_or("+inf".into(), |v| v.to_string()))
+}
+
+/// `url` (postgres://user:pw@host:port/db?...) with `addr` as its host:port.
+fn with_host_port(url: &str, addr: &str) -> anyhow::Result<String> {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else { bail!("--url is not a postgres:// URL") };
+    let rest = &url[scheme_end..];
+    let host_start = rest.find('@').map_or(0, |i| i + 1);
+    let host_end = rest[host_start..].find(['/', '?']).map_or(rest.len(), |i| host_start + i);
+    Ok(format!("{}{}{addr}{}", &url[..scheme_end], &rest[..host_start], &rest[host_end..]))
+}
+
 fn measure(
     target: &dyn Target,
-    workload: &TatpWorkload,
+    workload: &dyn Workload,
     spec: &LoadSpec,
     rep: u32,
     reps: u32,

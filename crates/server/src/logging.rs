@@ -237,6 +237,7 @@ pub(crate) fn cache_statement(
         C::Refresh { name, .. } => ("REFRESH CACHE GROUP", name.as_str()),
         C::Verify { name } => ("VERIFY CACHE GROUP", name.as_str()),
         C::AcceptDefinition { name } => ("ALTER CACHE GROUP ACCEPT DEFINITION", name.as_str()),
+        C::Partition(map) => ("ALTER CACHE GROUP PARTITION BY RANGE", map.group.as_str()),
         C::Takeover => ("TAKEOVER CACHE NODE", ""),
         C::Tier(_) => ("ALTER CACHE TIER", ""),
     };

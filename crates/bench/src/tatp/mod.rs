@@ -60,6 +60,36 @@ impl Workload for TatpMixWorkload {
     }
 }
 
+/// TATP routed over pgtier's node partitions: each worker holds one
+/// session per node and sends each transaction to the node owning its
+/// subscriber (the session the driver opened on its target is not used).
+pub struct RoutedTatpWorkload {
+    pub keys: SubscriberKeys,
+    pub nodes: Vec<RoutedNode>,
+}
+
+/// A node of a routed run: `lo <= s_id < hi` (None: unbounded) and the node as a target.
+pub type RoutedNode = (Option<i64>, Option<i64>, Box<dyn Target>);
+
+impl Workload for RoutedTatpWorkload {
+    fn transaction_names(&self) -> &[&'static str] {
+        &TxnType::NAMES
+    }
+
+    fn open_client(
+        &self,
+        _session: Box<dyn Session>,
+        _thread: u32,
+        seed: u64,
+    ) -> Result<Box<dyn WorkloadClient>, DbError> {
+        let mut routes = Vec::with_capacity(self.nodes.len());
+        for (lo, hi, target) in &self.nodes {
+            routes.push(transactions::Route { lo: *lo, hi: *hi, session: target.connect()? });
+        }
+        Ok(Box::new(TatpClient::routed(routes, self.keys, seed)?))
+    }
+}
+
 /// The run's facts that decide which deviations apply.
 #[derive(Clone, Debug, Default)]
 pub struct RunFacts {

@@ -208,11 +208,41 @@ impl Params {
     }
 }
 
+/// One node of a routed run (pgtier's node partitions): the subscribers
+/// with `lo <= s_id < hi` (None: unbounded) go to `session`.
+pub struct Route {
+    pub lo: Option<i64>,
+    pub hi: Option<i64>,
+    pub session: Box<dyn Session>,
+}
+
+/// A route of a client: its range, and its session and statements while
+/// another route's are in use.
+struct Parked {
+    lo: Option<i64>,
+    hi: Option<i64>,
+    slot: Option<(Box<dyn Session>, Statements)>,
+}
+
+impl Parked {
+    fn owns(&self, s_id: i64) -> bool {
+        self.lo.is_none_or(|lo| s_id >= lo) && self.hi.is_none_or(|hi| s_id < hi)
+    }
+}
+
 /// One worker's TATP client: its session, prepared statements and random
-/// stream.
+/// stream; routed, one session per node and each transaction sent to the
+/// node owning its subscriber, as study 000's application did.
 pub struct TatpClient {
+    /// The session in use (routed: the current route's, whose own slot is empty).
     session: Box<dyn Session>,
     statements: Statements,
+    /// Routed runs: every node's range, with its session and statements
+    /// while another's is in use; empty otherwise.
+    routes: Vec<Parked>,
+    current: usize,
+    /// The subscriber a routed transaction was sent for, drawn before it began.
+    pending: Option<u64>,
     keys: SubscriberKeys,
     rng: SmallRng,
     params: Params,
@@ -230,6 +260,9 @@ impl TatpClient {
         Ok(TatpClient {
             session,
             statements,
+            routes: Vec::new(),
+            current: 0,
+            pending: None,
             keys,
             rng: SmallRng::seed_from_u64(seed),
             params: Params::new(),
@@ -237,6 +270,57 @@ impl TatpClient {
             second: Params::new(),
             percentiles: Mix::Standard.percentiles(),
         })
+    }
+
+    /// A client routing each transaction to the route owning its subscriber.
+    pub fn routed(mut routes: Vec<Route>, keys: SubscriberKeys, seed: u64) -> Result<TatpClient, DbError> {
+        let mut parked = Vec::with_capacity(routes.len());
+        for mut route in routes.drain(..) {
+            let statements = Statements::prepare(route.session.as_mut())?;
+            parked.push(Parked { lo: route.lo, hi: route.hi, slot: Some((route.session, statements)) });
+        }
+        let Some((session, statements)) = parked.first_mut().and_then(|p| p.slot.take()) else {
+            return Err(DbError::new(None, "a routed TATP client needs at least one node"));
+        };
+        let mut client = TatpClient::from_parts(session, statements, keys, seed);
+        client.routes = parked;
+        Ok(client)
+    }
+
+    fn from_parts(session: Box<dyn Session>, statements: Statements, keys: SubscriberKeys, seed: u64) -> TatpClient {
+        TatpClient {
+            session,
+            statements,
+            routes: Vec::new(),
+            current: 0,
+            pending: None,
+            keys,
+            rng: SmallRng::seed_from_u64(seed),
+            params: Params::new(),
+            out: Vec::with_capacity(34),
+            second: Params::new(),
+            percentiles: Mix::Standard.percentiles(),
+        }
+    }
+
+    /// Routed: draws the next transaction's subscriber and puts the session
+    /// of the node owning it in use.
+    fn route_next(&mut self) -> Result<(), DbError> {
+        let s_id = self.keys.next(&mut self.rng);
+        self.pending = Some(s_id);
+        let key = s_id as i64;
+        let Some(to) = self.routes.iter().position(|route| route.owns(key)) else {
+            return Err(DbError::new(None, format!("no node of the partition map owns s_id {s_id}")));
+        };
+        if to != self.current {
+            let (session, statements) =
+                self.routes[to].slot.take().ok_or_else(|| DbError::new(None, "a route without its session"))?;
+            let old =
+                (std::mem::replace(&mut self.session, session), std::mem::replace(&mut self.statements, statements));
+            self.routes[self.current].slot = Some(old);
+            self.current = to;
+        }
+        Ok(())
     }
 
     /// Draws transactions from `mix` instead of the standard mix.
@@ -247,6 +331,9 @@ impl TatpClient {
 
     /// Runs one transaction of `kind` with fresh random inputs.
     pub fn run(&mut self, kind: TxnType) -> Result<Outcome, DbError> {
+        if !self.routes.is_empty() {
+            self.route_next()?;
+        }
         match kind {
             TxnType::GetSubscriberData => self.get_subscriber_data(),
             TxnType::GetNewDestination => self.get_new_destination(),
@@ -259,7 +346,10 @@ impl TatpClient {
     }
 
     fn s_id(&mut self) -> u64 {
-        self.keys.next(&mut self.rng)
+        match self.pending.take() {
+            Some(s_id) => s_id,
+            None => self.keys.next(&mut self.rng),
+        }
     }
 
     fn found_if(rows: u64) -> Outcome {

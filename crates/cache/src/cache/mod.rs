@@ -42,8 +42,10 @@ use crate::swt::{Swt, SwtParticipant, SwtStatus};
 use crate::tuning::{LiveTuning, Tuning};
 
 mod hosts;
+mod shards;
 mod tier;
 mod views;
+pub use shards::PartitionAccess;
 pub use tier::TierInfo;
 pub use views::{GroupInfo, GroupStats, LaneInfo, PropagationInfo, TableInfo};
 
@@ -189,6 +191,9 @@ pub struct Cache {
     ager_control: Arc<AgerControl>,
     /// Every group's tables by name (rebuilt when groups change).
     tables_by_name: RwLock<Arc<TableMap>>,
+    /// Tables of groups partitioned over nodes (`shards`), and whether there are any.
+    shard_tables: RwLock<Arc<shards::ShardTables>>,
+    any_sharded: std::sync::atomic::AtomicBool,
     awt: Mutex<Option<Awt>>,
     /// SWT write-through: the commit participant of SWT tables.
     swt: Arc<Swt>,
@@ -238,8 +243,8 @@ impl Cache {
         // position of the clean close that wrote its index.
         let flash = Flash::open(config.tier.clone(), config.tier_mode, &db);
         let mut groups = BTreeMap::new();
-        for (def, group, accepted) in persist::restore(&db.catalog())? {
-            groups.insert(def.name.clone(), Arc::new(GroupEntry::new(def, group, accepted)));
+        for (def, group, accepted, shards) in persist::restore(&db.catalog())? {
+            groups.insert(def.name.clone(), Arc::new(GroupEntry::new(def, group, accepted, shards)));
         }
         let pool = Arc::new(Pool::new(backend.clone()));
         let dynamic = Dynamic::new(pool.clone());
@@ -261,6 +266,8 @@ impl Cache {
                 ager: Mutex::new(None),
                 ager_control: Arc::default(),
                 tables_by_name: RwLock::new(Arc::default()),
+                shard_tables: RwLock::new(Arc::default()),
+                any_sharded: std::sync::atomic::AtomicBool::new(false),
                 awt: Mutex::new(None),
                 aging_round: Mutex::new(()),
                 aging_round_began_ms: std::sync::atomic::AtomicU64::new(0),
@@ -358,6 +365,7 @@ impl Cache {
     fn groups_changed(&self) -> Result<(), CacheError> {
         let groups = self.groups.read();
         *self.tables_by_name.write() = Arc::new(table_map(groups.values()));
+        self.shard_tables_changed(&groups.values().cloned().collect::<Vec<_>>());
         let any_awt = groups.values().any(|entry| entry.def.kind == GroupKind::Awt);
         let any_swt = groups.values().any(|entry| entry.def.kind == GroupKind::Swt);
         drop(groups);
@@ -483,7 +491,7 @@ impl Cache {
             accepted.push(current.fingerprint());
         }
         // Durable before it counts: a restart must not hold the group again.
-        let text = persist::root_annotation(&entry.def, &entry.group, &accepted)?;
+        let text = persist::root_annotation(&entry.def, &entry.group, &accepted, entry.shards.as_deref())?;
         let root = self
             .db
             .catalog()
@@ -694,6 +702,8 @@ impl Cache {
     /// begins until the pin is dropped (what a miss hands its transaction).
     pub(crate) fn ensure_pinned(&self, group: &str, root_key: &[Value]) -> Result<Ensured, CacheError> {
         let entry = self.entry(group)?;
+        // A key another node owns is never loaded here (`shard.rs`).
+        self.check_owned_key(&entry, root_key)?;
         let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
         // Before the load: the round makes room for it.
         self.help_aging();
@@ -831,7 +841,11 @@ impl Cache {
         let mut group = define_group(&mut client, &spec)?;
         check_aging(def, &group)?;
         crate::flash::check_policy(def)?;
-        persist::annotate(def, &mut group)?;
+        let shards = crate::shard::read(&mut client, &def.name)?;
+        if let Some(map) = &shards {
+            shards::check_shardable(def, &group, map, &self.identity.name)?;
+        }
+        persist::annotate(def, &mut group, shards.as_ref())?;
         let mut groups = self.groups.write();
         if groups.contains_key(&def.name) {
             return Err(CacheError::DuplicateGroup { group: def.name.clone() });
@@ -851,7 +865,7 @@ impl Cache {
         }
         create_group_tables(&self.db, &group)?;
         let own = group.tables.iter().map(|t| t.source.fingerprint()).collect();
-        let entry = Arc::new(GroupEntry::new(def.clone(), group, own));
+        let entry = Arc::new(GroupEntry::new(def.clone(), group, own, shards));
         self.install(&entry);
         groups.insert(def.name.clone(), entry.clone());
         drop(groups);
@@ -895,7 +909,7 @@ impl Cache {
     pub fn load(&self, name: &str, options: &LoadOptions) -> Result<LoadReport, CacheError> {
         let entry = self.entry(name)?;
         let mut options = options.clone();
-        options.predicate = combine(entry.def.root_predicate.as_deref(), options.predicate.as_deref());
+        options.predicate = combine(self.own_predicate(&entry).as_deref(), options.predicate.as_deref());
         // One first LOAD at a time: two would each make (and drop) the slot.
         let first_load = self.autorefresh_first_load.lock();
         if entry.def.kind == GroupKind::ReadOnly
@@ -1004,7 +1018,7 @@ impl Cache {
         let entry = self.entry(name)?;
         let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
         let cached: Vec<Vec<Value>> = cached_keys.iter().filter_map(|key| layout.normalize_root_key(key)).collect();
-        let predicate = combine(entry.def.root_predicate.as_deref(), options.predicate.as_deref());
+        let predicate = combine(self.own_predicate(&entry).as_deref(), options.predicate.as_deref());
         // A dynamic group refreshes only instances already cached.
         let only = entry.def.dynamic.then_some(cached.as_slice());
         let mut report = self.reload(&entry, &layout, predicate, only, &cached, options, None)?;
@@ -1018,7 +1032,7 @@ impl Cache {
     fn refresh_instances(&self, entry: &GroupEntry, keys: &[Vec<Value>]) -> Result<RefreshReport, CacheError> {
         let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
         let keys: Vec<Vec<Value>> = keys.iter().filter_map(|key| layout.normalize_root_key(key)).collect();
-        self.reload(entry, &layout, entry.def.root_predicate.clone(), Some(&keys), &keys, &LoadOptions::default(), None)
+        self.reload(entry, &layout, self.own_predicate(entry), Some(&keys), &keys, &LoadOptions::default(), None)
     }
 
     /// Loads from PostgreSQL the instances matching `predicate` (only those
@@ -1106,11 +1120,11 @@ impl Cache {
                     return Err(BackendError::Cancelled.into());
                 }
                 options.predicate =
-                    combine(entry.def.root_predicate.as_deref(), Some(&keys_predicate(entry.group.root(), chunk)));
+                    combine(self.own_predicate(&entry).as_deref(), Some(&keys_predicate(entry.group.root(), chunk)));
                 self.load_from_backend(&entry, &options, &admission)?;
             }
         } else {
-            options.predicate = entry.def.root_predicate.clone();
+            options.predicate = self.own_predicate(&entry);
             self.load_from_backend(&entry, &options, &admission)?;
         }
         let seen: HashSet<String> = seen.into_inner().iter().map(|key| key_text(key)).collect();

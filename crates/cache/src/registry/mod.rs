@@ -52,6 +52,8 @@ pub(crate) struct GroupEntry {
     pub accepted: Mutex<Vec<u64>>,
     /// Per table: the positions of the columns holding the root key.
     pub root_key_columns: Vec<Option<Vec<usize>>>,
+    /// The node partition map (`shard.rs`); None: not partitioned over nodes.
+    pub shards: Option<Arc<crate::shard::ShardMap>>,
     /// Per table and operation (insert, update, delete): write-through's prepared statement.
     shapes: Vec<[std::sync::OnceLock<Arc<Shape>>; 3]>,
 }
@@ -70,7 +72,12 @@ pub(crate) fn table_map<'a>(groups: impl Iterator<Item = &'a Arc<GroupEntry>>) -
 }
 
 impl GroupEntry {
-    pub(crate) fn new(def: CreateGroup, group: CacheGroup, accepted: Vec<u64>) -> GroupEntry {
+    pub(crate) fn new(
+        def: CreateGroup,
+        group: CacheGroup,
+        accepted: Vec<u64>,
+        shards: Option<crate::shard::ShardMap>,
+    ) -> GroupEntry {
         let root_key_columns = root_key_columns(&group);
         let shapes = (0..group.tables.len()).map(|_| Default::default()).collect();
         let accepted = Mutex::new(accepted);
@@ -84,6 +91,7 @@ impl GroupEntry {
             tokens: Mutex::new(None),
             accepted,
             root_key_columns,
+            shards: shards.map(Arc::new),
             shapes,
         }
     }

@@ -146,6 +146,10 @@ impl Exec<'_> {
                 check_not_null(table, &full)?;
             }
             self.check_row(checks, &env, table, &full)?;
+            // A row of a group partitioned over nodes goes only to its owner.
+            if let Some(cache) = self.cache {
+                cache.partition_check_row(table.id, &full)?;
+            }
             if let Some(oc) = &plan.on_conflict
                 && let Some(existing) = self.conflicting_row(table, &oc.arbiters, &full)?
             {
@@ -409,6 +413,7 @@ impl Exec<'_> {
         let level = &plan.level;
         let table = level.table.clone();
         let recheck = !direct && !plan.filters_have_subqueries;
+        let cache = self.cache;
         let mut count = 0;
         for key in keys.chunks(table.primary_key.len().max(1)) {
             let mut failure: Option<SqlError> = None;
@@ -441,6 +446,10 @@ impl Exec<'_> {
                     // The new row (RETURNING and the CHECKs read it).
                     for (c, v) in &changes {
                         new_row[*c] = v.clone();
+                    }
+                    // A root key moved to another node's range is refused.
+                    if let Some(cache) = cache {
+                        cache.partition_check_row(table.id, new_row)?;
                     }
                     for c in &plan.checks {
                         if c.expr.eval_bool(&env, &mut NoSubqueries, new_row)? == Some(false) {

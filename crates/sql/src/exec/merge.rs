@@ -137,6 +137,9 @@ impl Exec<'_> {
             check_not_null(table, &full)?;
         }
         self.check_row(&plan.checks, env, table, &full)?;
+        if let Some(cache) = self.cache {
+            cache.partition_check_row(table.id, &full)?;
+        }
         self.txn.insert(table.id, &full)?;
         Ok(true)
     }

@@ -4,7 +4,8 @@
 use std::cmp::Ordering;
 use std::ops::Bound;
 
-use pgtier_engine::{DataType, RowRef, TableSchema, Value};
+use pgtier_cache::PartitionAccess;
+use pgtier_engine::{DataType, IndexId, RowRef, TableSchema, Value};
 
 use super::hash_join::{CHAIN_END, Probe};
 use super::{Exec, read_row};
@@ -64,7 +65,68 @@ impl Exec<'_> {
             }
         }
         *self.keybuf = keys;
+        if ok {
+            self.partition_pk(table)?;
+        }
         Ok(ok)
+    }
+
+    /// Node partitions (pgtier_cache's `shard`): a key lookup on a table of
+    /// a group partitioned over nodes must bind the root key to a value
+    /// this node owns (another node's is refused with 0AP01, naming it).
+    /// One that does not bind it is refused (0A000): whether no row means
+    /// "none" or "on another node" cannot be told here.
+    fn partition_pk(&self, table: &TableSchema) -> Result<()> {
+        let Some(cache) = self.cache.filter(|c| c.has_node_partitions()) else { return Ok(()) };
+        let bound: Vec<(usize, &Value)> = table.primary_key.iter().copied().zip(self.keybuf.iter()).collect();
+        match cache.partition_access(table.id, &bound)? {
+            PartitionAccess::Unbound => {
+                Err(cache.partition_refusal(table.id, "a key lookup that does not bind it").into())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Node partitions, for a scan of `table` (by `index` with `prefix`
+    /// bound by equality and `ranged` when a range follows): Ok(false)
+    /// when it may go on; Ok(true) when it answers only if it finds a row
+    /// (an equality on every column of a unique index not carrying the
+    /// root key: found, the row is the only one anywhere; not found, it may
+    /// be another node's); refused when it binds another node's key (0AP01)
+    /// or would answer from this node's range only (0A000).
+    fn partition_gate(&self, table: &TableSchema, index: Option<(IndexId, &[Value], bool)>) -> Result<bool> {
+        let Some(cache) = self.cache.filter(|c| c.has_node_partitions()) else { return Ok(false) };
+        let catalog = self.txn.catalog();
+        let schema = index.and_then(|(id, _, _)| catalog.index(id));
+        let bound: Vec<(usize, &Value)> = match (schema, index) {
+            (Some(schema), Some((_, prefix, _))) => schema.columns.iter().copied().zip(prefix.iter()).collect(),
+            _ => Vec::new(),
+        };
+        match cache.partition_access(table.id, &bound)? {
+            PartitionAccess::Unrestricted | PartitionAccess::Owned => Ok(false),
+            PartitionAccess::Unbound => {
+                let unique_equality = matches!((schema, index), (Some(schema), Some((_, prefix, false)))
+                    if schema.unique && prefix.len() == schema.columns.len());
+                if unique_equality {
+                    return Ok(true);
+                }
+                let reason = "a scan that does not bind it by equality would answer from this node's range only";
+                Err(cache.partition_refusal(table.id, reason).into())
+            }
+        }
+    }
+
+    /// A unique lookup that does not bind the root key found nothing here.
+    fn partition_not_found(&self, table: &TableSchema) -> SqlError {
+        match self.cache {
+            Some(cache) => cache
+                .partition_refusal(
+                    table.id,
+                    "a lookup that does not bind it found no row on this node, and another node may hold it",
+                )
+                .into(),
+            None => SqlError::new("XX000", "node partition check without a cache"),
+        }
     }
 
     /// Candidate rows of `level` for the current joined `row` (flat, table width each).
@@ -161,17 +223,32 @@ impl Exec<'_> {
                     None if prefix.is_empty() => Bound::Unbounded,
                     None => Bound::Included(prefix.as_slice()),
                 };
+                let needs_row = match self
+                    .partition_gate(&level.table, Some((*index, &prefix, lower.is_some() || upper.is_some())))
+                {
+                    Ok(needs_row) => needs_row,
+                    Err(e) => {
+                        self.return_row(prefix);
+                        return Err(e);
+                    }
+                };
                 let interrupt = &mut self.interrupt;
                 let mut stopped = Ok(());
+                let mut found = false;
                 self.txn.scan(*index, lower_b, upper_b, |r| {
+                    found = true;
                     let kept = visit(&r);
                     stopped = interrupt.charge(kept, "result").and_then(|()| interrupt.tick());
                     Ok(stopped.is_ok())
                 })?;
                 self.return_row(prefix);
                 stopped?;
+                if needs_row && !found {
+                    return Err(self.partition_not_found(&level.table));
+                }
             }
             Access::FullScan => {
+                self.partition_gate(&level.table, None)?;
                 let interrupt = &mut self.interrupt;
                 let mut stopped = Ok(());
                 self.txn.scan_table(level.table.id, |r| {

@@ -50,11 +50,11 @@ impl From<CacheError> for SqlError {
 /// static ones PostgreSQL defines that a cache statement can raise.
 fn cache_sqlstate(code: &str) -> &'static str {
     const KNOWN: &[&str] = &[
-        "0A000", "08000", "08001", "08003", "08004", "08006", "08P01", "2200H", "22003", "22007", "22008", "22012",
-        "22023", "22P02", "23505", "25001", "28000", "28P01", "3D000", "40001", "40P01", "42501", "42601", "42702",
-        "42703", "42704", "42712", "42804", "42809", "42830", "42883", "42P01", "42P07", "42P16", "42P17", "53000",
-        "53100", "53200", "53300", "54000", "55000", "55006", "57014", "57P01", "57P02", "57P03", "58000", "58030",
-        "XX000", "XX001",
+        "0A000", "0AP01", "08000", "08001", "08003", "08004", "08006", "08P01", "2200H", "22003", "22007", "22008",
+        "22012", "22023", "22P02", "23505", "25001", "28000", "28P01", "3D000", "40001", "40P01", "42501", "42601",
+        "42702", "42703", "42704", "42712", "42804", "42809", "42830", "42883", "42P01", "42P07", "42P16", "42P17",
+        "53000", "53100", "53200", "53300", "54000", "55000", "55006", "57014", "57P01", "57P02", "57P03", "58000",
+        "58030", "XX000", "XX001",
     ];
     KNOWN.iter().copied().find(|k| *k == code).unwrap_or(if code.starts_with("08") { "08000" } else { "XX000" })
 }
@@ -193,6 +193,7 @@ impl Connection {
                 self.notices.push(SqlNotice { sqlstate: "00000", message });
                 (Tag::Plain("ALTER CACHE GROUP"), 0)
             }
+            CacheStatement::Partition(map) => self.declare_partitions(&cache, map)?,
             CacheStatement::Tier(command) => {
                 let message = cache.tier_command(*command)?;
                 self.notices.push(SqlNotice { sqlstate: "00000", message });
@@ -307,13 +308,27 @@ impl Connection {
         }
     }
 
+    /// ALTER CACHE GROUP g PARTITION BY RANGE: the map into PostgreSQL.
+    fn declare_partitions(&mut self, cache: &Cache, map: &pgtier_cache::ShardMap) -> Result<(Tag, u64)> {
+        cache.declare_partitions(map)?;
+        let message = format!(
+            "cache group \"{}\": node partitions written to pgtier.node_partitions ({} nodes); each node reads them when it creates the group",
+            map.group,
+            map.shards.len()
+        );
+        self.notices.push(SqlNotice { sqlstate: "00000", message });
+        Ok((Tag::Plain("ALTER CACHE GROUP"), 0))
+    }
+
     /// The root keys of group `name`'s cached instances whose root row
     /// matches `predicate`, evaluated by this session on the cache.
     fn cached_root_keys(&mut self, cache: &Cache, name: &str, predicate: &str) -> Result<Vec<Vec<Value>>> {
         let root = cache.root_key(name)?;
         let columns = root.key_columns.iter().map(|c| quote_ident(c)).collect::<Vec<_>>().join(", ");
         let sql = format!("SELECT {columns} FROM {} WHERE {predicate}", quote_ident(&root.table));
-        let result = self.execute_sql(&sql)?;
+        // This node's own instances are what is meant, also of a group
+        // partitioned over nodes (whose scans applications may not make).
+        let result = pgtier_cache::with_own_scans(|| self.execute_sql(&sql))?;
         Ok(result.rows.map(|rows| rows.iter().map(|row| row.values().to_vec()).collect()).unwrap_or_default())
     }
 }
