@@ -545,3 +545,60 @@ impl pgtier_engine::MissHook for TableHook {
         Ok(pgtier_engine::MissResolution::NotFound)
     }
 }
+
+/// A DYNAMIC group's miss on a standby, whose cache stays closed until it
+/// is promoted (no loads: its log is the active's). A miss the active would
+/// answer by loading from PostgreSQL is refused rather than answered "no
+/// row", which could be wrong; one whose lookup carries no root key is
+/// answered from the rows present, as the active answers it.
+struct StandbyHook {
+    group: String,
+    root_key_columns: Vec<usize>,
+}
+
+impl pgtier_engine::MissHook for StandbyHook {
+    fn on_miss(
+        &self,
+        db: &Database,
+        miss: pgtier_engine::Miss<'_>,
+        _intent: pgtier_engine::MissIntent,
+    ) -> pgtier_engine::Result<pgtier_engine::MissResolution> {
+        let catalog = db.catalog();
+        let root_key = match miss {
+            pgtier_engine::Miss::Key { table, key } => {
+                catalog.table(table).and_then(|schema| root_key_of(&self.root_key_columns, &schema.primary_key, key))
+            }
+            pgtier_engine::Miss::Prefix { index, prefix, .. } => {
+                catalog.index(index).and_then(|index| root_key_of(&self.root_key_columns, &index.columns, prefix))
+            }
+        };
+        if root_key.is_none() {
+            return Ok(pgtier_engine::MissResolution::NotFound);
+        }
+        Err(EngineError::hook(
+            "0A000",
+            format!("cache group \"{}\" is DYNAMIC: a key it has not cached cannot be loaded on a standby", self.group),
+            Some("Read keys that may not be cached on the active (target_session_attrs=read-write).".into()),
+        ))
+    }
+}
+
+/// On a standby: every DYNAMIC group's tables get [`StandbyHook`]. Call it
+/// whenever the catalog's names may have changed (a group created or
+/// dropped on the active arrives as DDL), before a statement reads.
+pub fn refuse_misses_on_standby(db: &Database) -> Result<(), CacheError> {
+    let catalog = db.catalog();
+    for (def, group, _, _) in crate::persist::restore(&catalog)? {
+        if !def.dynamic {
+            continue;
+        }
+        for (table, columns) in group.tables.iter().zip(crate::registry::root_key_columns(&group)) {
+            let (Some(schema), Some(root_key_columns)) = (catalog.table_by_name(&table.def.name), columns) else {
+                continue;
+            };
+            let hook = StandbyHook { group: def.name.clone(), root_key_columns };
+            db.set_miss_hook(schema.id, Some(Arc::new(hook)));
+        }
+    }
+    Ok(())
+}

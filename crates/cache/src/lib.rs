@@ -43,6 +43,7 @@ pub use cache::{
     Cache, CacheConfig, GroupInfo, GroupStats, LaneInfo, PartitionAccess, PropagationInfo, RootKey, TableInfo, TierInfo,
 };
 pub use drift::Drift;
+pub use dynamic::refuse_misses_on_standby;
 pub use error::CacheError;
 pub use flash::TierMode;
 pub use group::{CacheGroup, GroupKind, GroupSpec, GroupTable, create_group_tables, define_group};

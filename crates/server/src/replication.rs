@@ -77,6 +77,9 @@ pub(crate) struct Replication {
     /// Standby: the active's consumer positions as last heard (mirrored
     /// once more at promotion).
     last_consumers: Mutex<Option<Vec<(String, Lsn)>>>,
+    /// Standby: the catalog `names_stamp` under which DYNAMIC groups' tables
+    /// last got their standby miss hooks (`guard_standby_reads`).
+    hooked_names: Mutex<u64>,
 }
 
 const UNACKED_MAX: usize = 4096;
@@ -102,11 +105,31 @@ impl Replication {
             socket: Mutex::new(None),
             cache_opener: Mutex::new(None),
             last_consumers: Mutex::new(None),
+            hooked_names: Mutex::new(0),
         })
     }
 
     pub(crate) fn is_standby(&self) -> bool {
         self.standby.load(Ordering::Acquire)
+    }
+
+    /// Standby, before a planned statement runs: the tables of every
+    /// DYNAMIC cache group refuse a miss the active would load from
+    /// PostgreSQL (`pgtier_cache::refuse_misses_on_standby`) instead of
+    /// answering "no row". Reinstalled whenever the catalog's names
+    /// changed (a group created on the active arrives as DDL); the plan was
+    /// bound to a catalog no newer than the one checked here.
+    pub(crate) fn guard_standby_reads(&self) -> Result<(), pgtier_cache::CacheError> {
+        if !self.is_standby() {
+            return Ok(());
+        }
+        let stamp = self.db.catalog().names_stamp();
+        let mut hooked = self.hooked_names.lock();
+        if *hooked != stamp {
+            pgtier_cache::refuse_misses_on_standby(&self.db)?;
+            *hooked = stamp;
+        }
+        Ok(())
     }
 
     pub(crate) fn set_cache_opener(&self, opener: CacheOpener) {

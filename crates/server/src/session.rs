@@ -380,10 +380,22 @@ impl Session {
         }
     }
 
+    /// On a standby: DYNAMIC cache groups refuse what they would load
+    /// (`Replication::guard_standby_reads`). One branch elsewhere.
+    pub(super) fn guard_standby_reads(&self) -> Result<(), SqlError> {
+        match &self.shared.replication {
+            Some(replication) => replication
+                .guard_standby_reads()
+                .map_err(|e| SqlError::new("XX000", format!("standby miss hooks: {e}"))),
+            None => Ok(()),
+        }
+    }
+
     /// Runs a planned statement and streams its rows: in `formats` (an
     /// Execute's portal), or without them as a simple query sends rows
     /// (RowDescription first, then text).
     fn run_statement(&mut self, s: &Stmt, params: &[Value], via: Via, formats: Option<&[i16]>) -> Result<(), SqlError> {
+        self.guard_standby_reads()?;
         let wire = &mut self.wire;
         let scratch = &mut self.scratch;
         let returns_rows = s.returns_rows();

@@ -230,6 +230,7 @@ impl Session {
     /// Runs a portal whose rows are fetched in pieces (Execute with a row
     /// limit): the rows are encoded once and handed out per Execute.
     fn run_to_pending(&mut self, stmt: &Stmt, portal: &Portal, via: Via) -> Result<Pending, SqlError> {
+        self.guard_standby_reads()?;
         let mut rows = BytesMut::new();
         let mut ends = Vec::new();
         let scratch = &mut self.scratch;
