@@ -503,6 +503,20 @@ pub(crate) struct TableHook {
     pub covers: Arc<Vec<(TableId, Vec<usize>)>>,
 }
 
+/// The root key a miss names (`root_key_columns`: the root key's columns
+/// in the missed table), None when its lookup does not carry all of it.
+fn miss_root_key(db: &Database, root_key_columns: &[usize], miss: pgtier_engine::Miss<'_>) -> Option<Vec<Value>> {
+    let catalog = db.catalog();
+    match miss {
+        pgtier_engine::Miss::Key { table, key } => {
+            root_key_of(root_key_columns, &catalog.table(table)?.primary_key, key)
+        }
+        pgtier_engine::Miss::Prefix { index, prefix, .. } => {
+            root_key_of(root_key_columns, &catalog.index(index)?.columns, prefix)
+        }
+    }
+}
+
 impl pgtier_engine::MissHook for TableHook {
     fn on_miss(
         &self,
@@ -512,18 +526,7 @@ impl pgtier_engine::MissHook for TableHook {
     ) -> pgtier_engine::Result<pgtier_engine::MissResolution> {
         use pgtier_engine::MissResolution::NotFound;
         let Some(cache) = self.cache.upgrade() else { return Ok(NotFound) };
-        let catalog = db.catalog();
-        let root_key = match miss {
-            pgtier_engine::Miss::Key { table, key } => {
-                let Some(schema) = catalog.table(table) else { return Ok(NotFound) };
-                root_key_of(&self.root_key_columns, &schema.primary_key, key)
-            }
-            pgtier_engine::Miss::Prefix { index, prefix, .. } => {
-                let Some(index) = catalog.index(index) else { return Ok(NotFound) };
-                root_key_of(&self.root_key_columns, &index.columns, prefix)
-            }
-        };
-        let Some(root_key) = root_key else { return Ok(NotFound) };
+        let Some(root_key) = miss_root_key(db, &self.root_key_columns, miss) else { return Ok(NotFound) };
         let to_engine = |error: CacheError| EngineError::hook(error.sqlstate(), error.to_string(), error.hint());
         // A read is answered from flash where it can be: no promotion, so
         // no eviction to make room for one.
@@ -563,16 +566,7 @@ impl pgtier_engine::MissHook for StandbyHook {
         miss: pgtier_engine::Miss<'_>,
         _intent: pgtier_engine::MissIntent,
     ) -> pgtier_engine::Result<pgtier_engine::MissResolution> {
-        let catalog = db.catalog();
-        let root_key = match miss {
-            pgtier_engine::Miss::Key { table, key } => {
-                catalog.table(table).and_then(|schema| root_key_of(&self.root_key_columns, &schema.primary_key, key))
-            }
-            pgtier_engine::Miss::Prefix { index, prefix, .. } => {
-                catalog.index(index).and_then(|index| root_key_of(&self.root_key_columns, &index.columns, prefix))
-            }
-        };
-        if root_key.is_none() {
+        if miss_root_key(db, &self.root_key_columns, miss).is_none() {
             return Ok(pgtier_engine::MissResolution::NotFound);
         }
         Err(EngineError::hook(

@@ -257,19 +257,7 @@ pub struct TatpClient {
 impl TatpClient {
     pub fn new(mut session: Box<dyn Session>, keys: SubscriberKeys, seed: u64) -> Result<TatpClient, DbError> {
         let statements = Statements::prepare(session.as_mut())?;
-        Ok(TatpClient {
-            session,
-            statements,
-            routes: Vec::new(),
-            current: 0,
-            pending: None,
-            keys,
-            rng: SmallRng::seed_from_u64(seed),
-            params: Params::new(),
-            out: Vec::with_capacity(34),
-            second: Params::new(),
-            percentiles: Mix::Standard.percentiles(),
-        })
+        Ok(TatpClient::from_parts(session, statements, keys, seed))
     }
 
     /// A client routing each transaction to the route owning its subscriber.

@@ -175,13 +175,7 @@ impl Session {
         // were read at its start.
         let defaults = self.shared.config_setting_defaults();
         *self.shared.setting_defaults.write() = Arc::new(defaults);
-        let field = FieldDescription::new("pg_promote".to_owned(), 0, 0, crate::types::BOOL, 1, -1, 0);
-        self.wire.send(PgWireBackendMessage::RowDescription(RowDescription::new(vec![field])));
-        let mut row = bytes::BytesMut::new();
-        bytes::BufMut::put_i32(&mut row, 1);
-        bytes::BufMut::put_u8(&mut row, b't');
-        self.wire.send(PgWireBackendMessage::DataRow(DataRow::new(row, 1)));
-        self.wire.command_complete("SELECT 1");
+        self.send_true_row("pg_promote");
         Ok(())
     }
 
@@ -242,7 +236,13 @@ impl Session {
                 self.wire.notice(&SqlError::new("F0000", message), "WARNING");
             }
         }
-        let field = FieldDescription::new("pg_reload_conf".to_owned(), 0, 0, crate::types::BOOL, 1, -1, 0);
+        self.send_true_row("pg_reload_conf");
+    }
+
+    /// A one-row, one-column `true` answer named `column` (what pg_promote
+    /// and pg_reload_conf return).
+    fn send_true_row(&mut self, column: &str) {
+        let field = FieldDescription::new(column.to_owned(), 0, 0, crate::types::BOOL, 1, -1, 0);
         self.wire.send(PgWireBackendMessage::RowDescription(RowDescription::new(vec![field])));
         let mut row = bytes::BytesMut::new();
         bytes::BufMut::put_i32(&mut row, 1);
