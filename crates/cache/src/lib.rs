@@ -38,7 +38,7 @@ pub use aging::AgingReport;
 pub use autorefresh::{
     AutorefreshConfig, AutorefreshStatus, PROGRESS_TABLE as AUTOREFRESH_TABLE, PredicateCompiler, RowTest,
 };
-pub use awt::{AwtConfig, AwtStatus, LagCounts, LagHistogram, LaneStatus};
+pub use awt::{AwtConfig, AwtStatus, CONSUMER as AWT_CONSUMER, LagCounts, LagHistogram, LaneStatus};
 pub use cache::{
     Cache, CacheConfig, GroupInfo, GroupStats, LaneInfo, PartitionAccess, PropagationInfo, RootKey, TableInfo, TierInfo,
 };

@@ -435,3 +435,57 @@ fn awt_resumes_on_the_promoted_standby_without_loss_or_repeat() {
     eprintln!("awt: {} acknowledged, {} in PostgreSQL after the failover", acked.len(), in_pg.len());
     kill(&mut standby, libc::SIGTERM);
 }
+
+/// A DYNAMIC group on a standby: its cache stays closed until promotion,
+/// so a key the active would load from PostgreSQL must be refused there,
+/// never answered "no row"; keys it has cached answer as on the active.
+/// Also a group created while the standby runs (it arrives as DDL).
+#[test]
+fn a_dynamic_group_on_a_standby_refuses_what_it_would_load() {
+    let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
+    let backend = cluster.create_database(&format!("cli_ha_dynamic_{}", std::process::id())).unwrap();
+    let mut pg = pgtier_backend::connect(&backend).unwrap();
+    pg.batch_execute(
+        "CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL); \
+         INSERT INTO items SELECT g, 'item ' || g FROM generate_series(1, 100) g",
+    )
+    .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let repl = format!("127.0.0.1:{}", free_port());
+    let extra =
+        |role: &str| format!("{role}\nmode = \"sync\"\n[backend]\nurl = {backend:?}\n[cache]\nawt_node = \"dyn\"\n");
+    let active_config = tmp.path().join("active.toml");
+    write_config(
+        &active_config,
+        &tmp.path().join("active"),
+        &extra(&format!("role = \"active\"\nlisten = \"{repl}\"")),
+    );
+    let (mut active, active_url) = serve(&active_config);
+    let backup = tmp.path().join("backup");
+    pgtier(&["backup", "--url", &active_url, backup.to_str().unwrap()]);
+    let standby_dir = tmp.path().join("standby");
+    pgtier(&["restore", "--standby", backup.to_str().unwrap(), standby_dir.to_str().unwrap()]);
+    let standby_config = tmp.path().join("standby.toml");
+    write_config(&standby_config, &standby_dir, &extra(&format!("role = \"standby\"\nprimary = \"{repl}\"")));
+    let (mut standby, standby_url) = serve(&standby_config);
+    let mut a = connect(&active_url);
+    a.batch_execute("CREATE DYNAMIC AWT CACHE GROUP gi FROM items").unwrap();
+    // Key 7 is loaded on the active by its miss; key 8 never is.
+    let name: String = a.query_one("SELECT name FROM items WHERE id = 7", &[]).unwrap().get(0);
+    assert_eq!(name, "item 7");
+    caught_up(&mut a);
+    let mut s = connect(&standby_url);
+    let cached: String = s.query_one("SELECT name FROM items WHERE id = 7", &[]).unwrap().get(0);
+    assert_eq!(cached, "item 7");
+    let error = s.query("SELECT name FROM items WHERE id = 8", &[]).unwrap_err();
+    assert_eq!(error.code().map(|c| c.code()), Some("0A000"), "{error}");
+    let message = error.as_db_error().map(|e| e.message().to_owned()).unwrap_or_default();
+    assert!(message.contains("gi"), "{message}");
+    // Promoted, the cache opens: the miss loads from PostgreSQL.
+    kill(&mut active, libc::SIGKILL);
+    s.simple_query("SELECT pg_promote()").unwrap();
+    let mut s2 = connect(&standby_url);
+    let loaded: String = s2.query_one("SELECT name FROM items WHERE id = 8", &[]).unwrap().get(0);
+    assert_eq!(loaded, "item 8");
+    kill(&mut standby, libc::SIGTERM);
+}

@@ -104,11 +104,17 @@ pub(crate) struct DbInner {
     /// Just past the start of the newest `Origin::Application` commit's last
     /// WAL record (see `Database::application_commit_end`).
     pub(crate) application_commit_end: AtomicU64,
-    /// A hot standby (replica.rs): only replicated transactions write.
-    pub(crate) standby: std::sync::atomic::AtomicBool,
-    /// Sync replication: a `Sync` commit that logged waits for the standby
-    /// after it is durable here (replica.rs); unset: no replication.
-    pub(crate) sync_standby: std::sync::OnceLock<Arc<dyn crate::replica::SyncStandby>>,
+    /// Who may write (replica.rs, `READ_*`): everyone; only replicated
+    /// transactions (a hot standby); nobody (an active fenced off by its
+    /// lost lease).
+    pub(crate) read_only: std::sync::atomic::AtomicU8,
+    /// Replication: what a commit that logged passes before it is
+    /// acknowledged (replica.rs); unset: no replication.
+    pub(crate) commit_gate: std::sync::OnceLock<Arc<dyn crate::replica::CommitGate>>,
+    /// Consumers whose streams stop at a moving limit (replica.rs
+    /// `limit_stream`): write-through on an active never passes what its
+    /// standby has.
+    pub(crate) stream_limits: Mutex<std::collections::HashMap<String, Arc<std::sync::atomic::AtomicU64>>>,
     /// Callers of one sequence take turns (sequence.rs).
     pub(crate) sequence_locks: SequenceLocks,
     pub(crate) counters: Counters,
@@ -137,8 +143,9 @@ impl DbInner {
             consumers: r.consumers,
             access_tick: AtomicU32::new(1),
             application_commit_end: AtomicU64::new(wal_end),
-            standby: std::sync::atomic::AtomicBool::new(false),
-            sync_standby: std::sync::OnceLock::new(),
+            read_only: std::sync::atomic::AtomicU8::new(crate::replica::READ_WRITE),
+            commit_gate: std::sync::OnceLock::new(),
+            stream_limits: Mutex::new(std::collections::HashMap::new()),
             sequence_locks: SequenceLocks::default(),
             counters: Counters::default(),
             shutdown: Shutdown::default(),

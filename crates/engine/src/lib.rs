@@ -69,7 +69,7 @@ pub use origin::Origin;
 pub use pgtier_wal::{Lsn, WalConfig, WalReader, WalStats};
 pub use primary::TABLE_SHARDS;
 pub use recovery::RecoveryReport;
-pub use replica::{ReplicaApplier, SyncStandby};
+pub use replica::{CommitGate, ReplicaApplier};
 pub use row::{ROW_BYTES_MAX, decode_values, encode_values};
 pub use row_meta::RowMeta;
 pub use row_ref::{RowBuf, RowRef};

@@ -29,28 +29,57 @@ use crate::transaction::Transaction;
 use crate::transaction::replica::ReplicaTxn;
 use crate::walrec::{decode_header, decode_record};
 
-/// What a `Sync` commit waits for, after its record is durable here and
-/// its ts published, when sync replication is on: the standby's
-/// acknowledgement of a durable end past `lsn`. Called with no engine lock
-/// held. An error is the commit's (it is committed here all the same: the
-/// caller reports an outcome it cannot confirm).
-pub trait SyncStandby: Send + Sync {
-    fn wait_acked(&self, lsn: Lsn) -> Result<()>;
+/// What a commit that logged passes before it is acknowledged, once its
+/// record is written here (durable when `sync_commit`) and its ts
+/// published: with sync replication, the standby's acknowledgement of a
+/// durable end past `lsn`; with a lease, that this member still holds it.
+/// Called with no engine lock held. An error is the commit's (it is
+/// committed here all the same: the caller reports an outcome it cannot
+/// confirm).
+pub trait CommitGate: Send + Sync {
+    fn before_ack(&self, lsn: Lsn, sync_commit: bool) -> Result<()>;
 }
 
+/// `DbInner::read_only`: every transaction may write.
+pub(crate) const READ_WRITE: u8 = 0;
+/// Only the standby's apply of received transactions writes.
+pub(crate) const READ_REPLICA_ONLY: u8 = 1;
+/// Nobody writes: an active that lost its lease.
+pub(crate) const READ_FENCED: u8 = 2;
+
 impl Database {
-    /// Installs sync replication's wait (once; false if one is installed).
-    pub fn set_sync_standby(&self, standby: Arc<dyn SyncStandby>) -> bool {
-        self.inner.sync_standby.set(standby).is_ok()
+    /// Installs replication's commit gate (once; false if one is installed).
+    pub fn set_commit_gate(&self, gate: Arc<dyn CommitGate>) -> bool {
+        self.inner.commit_gate.set(gate).is_ok()
     }
 
     /// A standby refuses every write and DDL but the replicated ones (25006).
     pub fn set_standby(&self, on: bool) {
-        self.inner.standby.store(on, Ordering::SeqCst);
+        self.inner.read_only.store(if on { READ_REPLICA_ONLY } else { READ_WRITE }, Ordering::SeqCst);
     }
 
     pub fn is_standby(&self) -> bool {
-        self.inner.standby.load(Ordering::SeqCst)
+        self.inner.read_only.load(Ordering::SeqCst) == READ_REPLICA_ONLY
+    }
+
+    /// An active whose lease lapsed refuses every new write and DDL (25006)
+    /// until it holds the lease again; a standby stays a standby.
+    pub fn set_fenced(&self, on: bool) {
+        let (from, to) = if on { (READ_WRITE, READ_FENCED) } else { (READ_FENCED, READ_WRITE) };
+        let _ = self.inner.read_only.compare_exchange(from, to, Ordering::SeqCst, Ordering::SeqCst);
+    }
+
+    /// Streams of consumer `name` opened from now on deliver only
+    /// transactions whose records end at or before `limit` (an active's
+    /// standby-acknowledged end): what write-through sends to PostgreSQL
+    /// is then always in the log a promoted standby continues, so
+    /// PostgreSQL's progress rows never point past that log.
+    pub fn limit_stream(&self, name: &str, limit: Arc<std::sync::atomic::AtomicU64>) {
+        self.inner.stream_limits.lock().insert(name.to_owned(), limit);
+    }
+
+    pub fn is_fenced(&self) -> bool {
+        self.inner.read_only.load(Ordering::SeqCst) == READ_FENCED
     }
 
     /// Ends the standby state: row-id counters continue past the rows
@@ -61,7 +90,7 @@ impl Database {
             store.restore_rowid();
         }
         self.inner.application_commit_end.fetch_max(self.inner.wal.end().0, Ordering::Release);
-        self.inner.standby.store(false, Ordering::SeqCst);
+        self.inner.read_only.store(READ_WRITE, Ordering::SeqCst);
     }
 
     /// Durable WAL records from `from` (a record boundary), for a standby.

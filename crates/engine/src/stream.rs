@@ -104,8 +104,20 @@ impl CommittedTxn {
 pub(crate) fn open(db: Arc<DbInner>, name: &str) -> Result<CommitStream> {
     let position = db.consumers.position(name)?;
     let reader = db.wal.read_from(position)?;
-    Ok(CommitStream { db, name: name.to_owned(), reader, assembler: TxnAssembler::default(), schemas: HashMap::new() })
+    let limit = db.stream_limits.lock().get(name).cloned();
+    Ok(CommitStream {
+        db,
+        name: name.to_owned(),
+        reader,
+        assembler: TxnAssembler::default(),
+        schemas: HashMap::new(),
+        limit,
+    })
 }
+
+/// How often a stream held at its limit looks again (the limit moves with
+/// a standby's acknowledgements, which do not wake WAL waiters).
+const LIMIT_POLL: Duration = Duration::from_millis(2);
 
 /// A consumer's cursor over the commit stream.
 pub struct CommitStream {
@@ -114,6 +126,8 @@ pub struct CommitStream {
     reader: WalReader,
     assembler: TxnAssembler,
     schemas: HashMap<TableId, Arc<TableSchema>>,
+    /// [`crate::Database::limit_stream`]: records at or past it wait.
+    limit: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 impl CommitStream {
@@ -121,6 +135,18 @@ impl CommitStream {
     pub fn next(&mut self, timeout: Duration) -> Result<Option<CommittedTxn>> {
         let deadline = Instant::now() + timeout;
         loop {
+            // A record starting before the limit ends at or before it: the
+            // limit is a record boundary (a standby's durable end).
+            if let Some(limit) = &self.limit
+                && self.reader.position().0 >= limit.load(std::sync::atomic::Ordering::Acquire)
+            {
+                let now = Instant::now();
+                if now >= deadline {
+                    return Ok(None);
+                }
+                std::thread::sleep(LIMIT_POLL.min(deadline - now));
+                continue;
+            }
             match self.reader.next() {
                 Some(Ok((lsn, payload))) => {
                     if let Some(txn) = self.accept(lsn, payload)? {

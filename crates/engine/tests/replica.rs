@@ -211,3 +211,82 @@ fn a_standby_fed_the_active_wal_holds_its_rows_and_log() {
     assert_eq!(dump(&reopened), before, "a restart reads back what the standby applied and wrote");
     std::thread::sleep(Duration::from_millis(1));
 }
+
+/// A pair member's lease (server replication/failover.rs) acts on the
+/// engine through three seams, checked here: a fenced database refuses a
+/// transaction's first write and DDL with 25006 until unfenced (a standby
+/// stays a standby); the commit gate's error is the commit's, which is
+/// durable all the same; a limited stream delivers nothing past its limit.
+#[test]
+fn fence_commit_gate_and_stream_limit() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    use pgtier_engine::{CommitGate, EngineError, Lsn, StreamStart};
+
+    struct Refuse(AtomicBool);
+    impl CommitGate for Refuse {
+        fn before_ack(&self, _lsn: Lsn, _sync_commit: bool) -> pgtier_engine::Result<()> {
+            if self.0.load(Ordering::Acquire) {
+                return Err(EngineError::hook("08007", "lease lost", None));
+            }
+            Ok(())
+        }
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), config()).unwrap();
+    schema(&db);
+    let parent = db.catalog().table_by_name("parent").unwrap().id;
+    let insert = |i: i32| -> pgtier_engine::Result<()> {
+        let mut t = db.begin()?;
+        t.insert(parent, &[Value::Int4(i), Value::Text("p".into())])?;
+        t.commit().map(|_| ())
+    };
+    insert(1).unwrap();
+
+    db.set_fenced(true);
+    assert!(db.is_fenced());
+    let e = insert(2).unwrap_err();
+    assert_eq!(e.sqlstate(), "25006", "{e}");
+    let mut t = db.begin().unwrap();
+    let e = t.create_table(&TableDef::new("nope", vec![ColumnDef::new("k", DataType::Int4)], &["k"])).unwrap_err();
+    assert_eq!(e.sqlstate(), "25006", "{e}");
+    t.rollback();
+    db.set_fenced(false);
+    insert(2).unwrap();
+    // Fencing never turns a standby into a writer, nor unfencing.
+    db.set_standby(true);
+    db.set_fenced(false);
+    assert!(db.is_standby());
+    db.set_fenced(true);
+    assert!(db.is_standby() && !db.is_fenced());
+    db.set_standby(false);
+
+    // The stream of a limited consumer stops at the limit.
+    let limit = Arc::new(AtomicU64::new(db.wal_end().0));
+    db.register_consumer("limited", StreamStart::Now).unwrap();
+    db.limit_stream("limited", Arc::clone(&limit));
+    let mut stream = db.stream("limited").unwrap();
+
+    let gate = Arc::new(Refuse(AtomicBool::new(true)));
+    assert!(db.set_commit_gate(gate.clone()));
+    let e = insert(3).unwrap_err();
+    assert_eq!(e.sqlstate(), "08007", "{e}");
+    gate.0.store(false, Ordering::Release);
+    // Committed and durable despite the gate's error.
+    let mut t = db.begin().unwrap();
+    let mut keys = Vec::new();
+    t.scan_table(parent, |r| {
+        keys.push(format!("{:?}", r.values()[0]));
+        Ok(true)
+    })
+    .unwrap();
+    t.commit().unwrap();
+    assert_eq!(keys.len(), 3, "{keys:?}");
+
+    assert!(stream.next(Duration::from_millis(100)).unwrap().is_none(), "delivered past its limit");
+    limit.store(db.wal_end().0, Ordering::Release);
+    let txn = stream.next(Duration::from_secs(5)).unwrap().expect("delivered once the limit moved");
+    assert_eq!(txn.changes.len(), 1);
+}

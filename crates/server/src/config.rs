@@ -106,19 +106,40 @@ pub struct ReplicationSection {
     /// `"async"` (default: a commit returns once durable here) or `"sync"`
     /// (once the standby has it durably too).
     pub mode: Option<String>,
-    /// The active's replication address (`host:port`).
+    /// The active's replication address (`host:port`); a standby's, where
+    /// it serves a standby of its own once promoted (optional).
     pub listen: Option<String>,
     /// The standby's: the active's replication address.
     pub primary: Option<String>,
     /// How long a sync commit waits for the standby (default 10000).
     pub sync_timeout_ms: Option<u64>,
+    /// Automatic failover: the pair's lease in PostgreSQL (crates/cache
+    /// lease.rs) lasts this long past each renewal; the active stops
+    /// writing when it cannot renew it, the standby promotes once it can
+    /// take it. Unset: no automatic failover (`pg_promote()` by hand).
+    pub lease_ms: Option<u64>,
+    /// This member's name in the lease (default: the pgwire listen address).
+    pub member: Option<String>,
+}
+
+/// `[replication] lease_ms`, checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseSettings {
+    pub duration: std::time::Duration,
+    pub member: Option<String>,
 }
 
 /// `[replication]` checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ReplicationRole {
-    Active { listen: SocketAddr },
-    Standby { primary: String },
+    Active {
+        listen: SocketAddr,
+    },
+    /// `listen`: where it serves a standby of its own once promoted.
+    Standby {
+        primary: String,
+        listen: Option<SocketAddr>,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -126,6 +147,8 @@ pub struct ReplicationSettings {
     pub role: ReplicationRole,
     pub sync: bool,
     pub sync_timeout: std::time::Duration,
+    /// Automatic failover by the pair's lease (None: by hand).
+    pub lease: Option<LeaseSettings>,
 }
 
 impl ReplicationSection {
@@ -139,7 +162,7 @@ impl ReplicationSection {
         };
         let role = match self.role.as_deref() {
             None => {
-                if self.mode.is_some() || self.listen.is_some() || self.primary.is_some() {
+                if self.mode.is_some() || self.listen.is_some() || self.primary.is_some() || self.lease_ms.is_some() {
                     return bad("role must be set (\"active\" or \"standby\") when other keys are");
                 }
                 return Ok(None);
@@ -156,7 +179,14 @@ impl ReplicationSection {
             }
             Some("standby") => {
                 let Some(primary) = &self.primary else { return bad("role \"standby\" needs primary = \"host:port\"") };
-                ReplicationRole::Standby { primary: primary.clone() }
+                let listen = match &self.listen {
+                    None => None,
+                    Some(text) => match text.to_socket_addrs().ok().and_then(|mut a| a.next()) {
+                        Some(addr) => Some(addr),
+                        None => return bad(&format!("listen {text:?} is not an address like 127.0.0.1:5499")),
+                    },
+                };
+                ReplicationRole::Standby { primary: primary.clone(), listen }
             }
             Some(other) => return bad(&format!("role {other:?} must be \"active\" or \"standby\"")),
         };
@@ -164,7 +194,21 @@ impl ReplicationSection {
         if ms == 0 {
             return bad("sync_timeout_ms must be at least 1");
         }
-        Ok(Some(ReplicationSettings { role, sync, sync_timeout: std::time::Duration::from_millis(ms) }))
+        let lease = match self.lease_ms {
+            None if self.member.is_some() => return bad("member names this server in the lease: set lease_ms too"),
+            None => None,
+            Some(ms) if u128::from(ms) < pgtier_cache::lease::LEASE_MIN.as_millis() => {
+                return bad(&format!(
+                    "lease_ms {ms} is below the {} ms minimum",
+                    pgtier_cache::lease::LEASE_MIN.as_millis()
+                ));
+            }
+            Some(ms) => Some(LeaseSettings {
+                duration: std::time::Duration::from_millis(ms),
+                member: self.member.clone().filter(|m| !m.is_empty()),
+            }),
+        };
+        Ok(Some(ReplicationSettings { role, sync, sync_timeout: std::time::Duration::from_millis(ms), lease }))
     }
 }
 
@@ -935,6 +979,33 @@ mod tests {
         assert_eq!(parse("commit_mode = \"async\"\nevent_loops = 2").event_loops(), 2);
         assert_eq!(parse("commit_mode = \"sync\"\nevent_loops = 3").event_loops(), 3);
         assert_eq!(parse("commit_mode = \"async\"\nevent_loops = 0").event_loops(), 0);
+    }
+
+    /// `[replication] lease_ms` and `member`: checked, errors name the key.
+    #[test]
+    fn replication_lease_settings() {
+        let settings = |toml: &str| {
+            ServerConfig::from_toml_str(&format!("data_dir = \"d\"\n[replication]\n{toml}"))
+                .unwrap()
+                .replication
+                .settings()
+        };
+        let active = "role = \"active\"\nlisten = \"127.0.0.1:5499\"\n";
+        let ok = settings(&format!("{active}lease_ms = 3000\nmember = \"a\"")).unwrap().unwrap();
+        let lease = ok.lease.unwrap();
+        assert_eq!((lease.duration.as_millis(), lease.member.as_deref()), (3000, Some("a")));
+        assert!(settings(active).unwrap().unwrap().lease.is_none());
+        for (toml, says) in [
+            (format!("{active}lease_ms = 100"), "minimum"),
+            (format!("{active}member = \"a\""), "lease_ms"),
+            ("lease_ms = 3000".to_owned(), "role must be set"),
+            ("role = \"standby\"\nprimary = \"h:1\"\nlisten = \"nope\"".to_owned(), "listen"),
+        ] {
+            let e = settings(&toml).unwrap_err().to_string();
+            assert!(e.contains(says), "{toml}: {e}");
+        }
+        let standby = settings("role = \"standby\"\nprimary = \"h:1\"\nlisten = \"127.0.0.1:5499\"").unwrap().unwrap();
+        assert!(matches!(standby.role, ReplicationRole::Standby { listen: Some(_), .. }));
     }
 
     /// The example parses as shipped and with its [backend] section

@@ -92,7 +92,29 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         .map_err(|e| ServerError::Engine(format!("data directory {}: {e}", config.data_dir.display())))?;
     // A standby refuses its own writes from here on (before anything below
     // could write): its log is the active's.
-    let replication = config.replication.settings()?.map(|s| replication::Replication::new(db.clone(), s));
+    let replication = match config.replication.settings()? {
+        Some(settings) => {
+            let failover = match &settings.lease {
+                Some(lease) => {
+                    let Some(params) = backend.clone() else {
+                        return Err(ServerError::Config(
+                            "[replication] lease_ms needs [backend]: the pair's lease lives in PostgreSQL".into(),
+                        ));
+                    };
+                    let member = lease.member.clone().unwrap_or_else(|| addr.to_string());
+                    let config = pgtier_cache::lease::LeaseConfig {
+                        node: config.cache.awt_node.clone(),
+                        member,
+                        duration: lease.duration,
+                    };
+                    Some(replication::Failover::new(config, params))
+                }
+                None => None,
+            };
+            Some(replication::Replication::new(db.clone(), settings, failover))
+        }
+        None => None,
+    };
     let standby = replication.as_ref().is_some_and(|r| r.is_standby());
     // The configuration file's users are the bootstrap superusers (roles
     // made with CREATE ROLE live in the engine's catalog beside them). A
@@ -128,7 +150,8 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     }
     let open_cache = {
         let (db, backend) = (db.clone(), backend.clone());
-        move || -> Result<Arc<pgtier_cache::Cache>, String> {
+        move |lease_epoch: i64| -> Result<Arc<pgtier_cache::Cache>, String> {
+            cache_config.lease_epoch = lease_epoch;
             let cache = pgtier_cache::Cache::open(db.clone(), backend, cache_config)
                 .map_err(|e| format!("cache groups: {e}"))?;
             // READONLY groups' WHERE, evaluated on rows autorefresh receives.
@@ -140,8 +163,15 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         // A standby runs no write-through, autorefresh or aging: the cache
         // opens when it is promoted, as at a restart.
         Some(r) if standby => r.set_cache_opener(Box::new(open_cache)),
-        _ => {
-            let cache = open_cache().map_err(ServerError::Engine)?;
+        Some(r) => {
+            // The active takes the pair's lease first: its write-through
+            // sessions carry the epoch PostgreSQL checks.
+            let epoch = r.take_lease_at_start().map_err(ServerError::Config)?;
+            let cache = open_cache(epoch).map_err(ServerError::Engine)?;
+            let _ = shared.cache.set(cache);
+        }
+        None => {
+            let cache = open_cache(0).map_err(ServerError::Engine)?;
             let _ = shared.cache.set(cache);
         }
     }
@@ -161,6 +191,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         metrics::start(metrics, shared.clone())?;
     }
     if let Some(r) = &replication {
+        r.set_shared(Arc::downgrade(&shared));
         r.start()?;
     }
     RunningServer::start(listener, shared, config.event_loops())

@@ -24,7 +24,10 @@
 //! there). The wait is the engine's `SyncStandby` hook, set only on an
 //! active in sync mode: without replication a commit pays one branch.
 
+mod failover;
 mod stream;
+
+pub(crate) use failover::{Failover, LeaseStatus};
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -36,8 +39,9 @@ use pgtier_engine::{Database, EngineError, Lsn};
 
 use crate::config::{ReplicationRole, ReplicationSettings};
 
-/// Opens the cache once a standby is promoted (what a restart would do).
-pub(crate) type CacheOpener = Box<dyn FnOnce() -> Result<Arc<pgtier_cache::Cache>, String> + Send>;
+/// Opens the cache once a standby is promoted (what a restart would do),
+/// with the lease epoch it was promoted at (0 without a lease).
+pub(crate) type CacheOpener = Box<dyn FnOnce(i64) -> Result<Arc<pgtier_cache::Cache>, String> + Send>;
 
 /// What `pgtier status` and /metrics show.
 #[derive(Clone, Debug, Default)]
@@ -53,14 +57,23 @@ pub(crate) struct ReplicationStatus {
     pub active_durable_lsn: u64,
     pub lag_bytes: u64,
     pub lag_ms: u64,
+    pub lease: LeaseStatus,
 }
 
 pub(crate) struct Replication {
     db: Database,
     settings: ReplicationSettings,
     standby: AtomicBool,
+    /// Serves a standby: an active, or a standby promoted with `listen`.
+    serving: AtomicBool,
     /// Active: the standby's acknowledged durable end (0: none yet).
     acked: AtomicU64,
+    /// The end of what AWT may send PostgreSQL (`Database::limit_stream`):
+    /// what the standby acknowledged, so PostgreSQL never holds a change
+    /// the standby could take over without (its progress rows would then
+    /// point past the promoted log). `u64::MAX` until a promoted standby's
+    /// own first standby connects.
+    awt_limit: Arc<AtomicU64>,
     ack_lock: Mutex<()>,
     ack_cv: Condvar,
     /// Active: ends of sent bursts not yet acknowledged, with when they
@@ -80,21 +93,41 @@ pub(crate) struct Replication {
     /// Standby: the catalog `names_stamp` under which DYNAMIC groups' tables
     /// last got their standby miss hooks (`guard_standby_reads`).
     hooked_names: Mutex<u64>,
+    /// `[replication] lease_ms`: automatic failover (failover.rs).
+    failover: Option<Failover>,
+    /// The lease's threads, stopped only at shutdown (`stop` ends the
+    /// stream's, which promotion does too).
+    watchers: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    shutdown: AtomicBool,
+    /// The server, for an automatic promotion to finish what
+    /// `pg_promote()` finishes in its session.
+    shared: Mutex<Option<std::sync::Weak<crate::server::Shared>>>,
+    /// One promotion at a time (the lease's waiter and `pg_promote()`).
+    promoting: Mutex<()>,
 }
 
 const UNACKED_MAX: usize = 4096;
 
 impl Replication {
-    pub(crate) fn new(db: Database, settings: ReplicationSettings) -> Arc<Replication> {
+    pub(crate) fn new(db: Database, settings: ReplicationSettings, failover: Option<Failover>) -> Arc<Replication> {
         let standby = matches!(settings.role, ReplicationRole::Standby { .. });
         if standby {
             db.set_standby(true);
+        }
+        // A configured active's write-through waits for its standby from
+        // the start; a promoted standby's once a standby of its own
+        // connects (stream.rs). Set before the cache opens.
+        let awt_limit = Arc::new(AtomicU64::new(if standby { u64::MAX } else { 0 }));
+        if !standby {
+            db.limit_stream(pgtier_cache::AWT_CONSUMER, Arc::clone(&awt_limit));
         }
         Arc::new(Replication {
             db,
             settings,
             standby: AtomicBool::new(standby),
+            serving: AtomicBool::new(!standby),
             acked: AtomicU64::new(0),
+            awt_limit,
             ack_lock: Mutex::new(()),
             ack_cv: Condvar::new(),
             unacked: Mutex::new(VecDeque::new()),
@@ -106,6 +139,28 @@ impl Replication {
             cache_opener: Mutex::new(None),
             last_consumers: Mutex::new(None),
             hooked_names: Mutex::new(0),
+            failover,
+            watchers: Mutex::new(Vec::new()),
+            shutdown: AtomicBool::new(false),
+            shared: Mutex::new(None),
+            promoting: Mutex::new(()),
+        })
+    }
+
+    pub(crate) fn set_shared(&self, shared: std::sync::Weak<crate::server::Shared>) {
+        *self.shared.lock() = Some(shared);
+    }
+
+    /// The active at start with `lease_ms`: take the lease before the cache
+    /// opens (its write-through carries the epoch). Errors name the holder.
+    pub(crate) fn take_lease_at_start(self: &Arc<Self>) -> Result<i64, String> {
+        if self.is_standby() || self.failover.is_none() {
+            return Ok(0);
+        }
+        self.hold_lease(None).map_err(|e| {
+            format!(
+                "{e}. This server cannot start as the active: if the other member took over, re-seed this one as its standby (README, High availability)"
+            )
         })
     }
 
@@ -140,18 +195,17 @@ impl Replication {
     pub(crate) fn start(self: &Arc<Self>) -> Result<(), crate::ServerError> {
         let handle = match self.settings.role.clone() {
             ReplicationRole::Active { listen } => {
-                let listener = std::net::TcpListener::bind(listen)
-                    .map_err(|source| crate::ServerError::Listen { addr: listen, source })?;
-                if self.settings.sync {
-                    self.db.set_sync_standby(Arc::new(SyncWait(Arc::clone(self))));
+                // With a lease the gate was installed when it was taken.
+                if self.settings.sync && self.failover.is_none() {
+                    self.db.set_commit_gate(Arc::new(Gate(Arc::clone(self))));
                 }
-                let me = Arc::clone(self);
-                std::thread::Builder::new()
-                    .name("pgtier-repl-listen".into())
-                    .spawn(move || stream::listen(&me, listener))?
+                self.spawn_listener(listen)?
             }
-            ReplicationRole::Standby { primary } => {
+            ReplicationRole::Standby { primary, .. } => {
                 let me = Arc::clone(self);
+                if self.failover.is_some() {
+                    self.spawn_lease_waiter()?;
+                }
                 std::thread::Builder::new()
                     .name("pgtier-repl-receive".into())
                     .spawn(move || stream::receive_loop(&me, &primary))?
@@ -159,6 +213,28 @@ impl Replication {
         };
         self.threads.lock().push(handle);
         Ok(())
+    }
+
+    fn spawn_listener(
+        self: &Arc<Self>,
+        listen: std::net::SocketAddr,
+    ) -> Result<std::thread::JoinHandle<()>, crate::ServerError> {
+        let listener = std::net::TcpListener::bind(listen)
+            .map_err(|source| crate::ServerError::Listen { addr: listen, source })?;
+        let me = Arc::clone(self);
+        Ok(std::thread::Builder::new()
+            .name("pgtier-repl-listen".into())
+            .spawn(move || stream::listen(&me, listener))?)
+    }
+
+    /// Server shutdown: the stream's threads and the lease's.
+    pub(crate) fn shut_down(&self) {
+        self.shutdown.store(true, Ordering::Release);
+        self.stop();
+        let watchers = std::mem::take(&mut *self.watchers.lock());
+        for t in watchers {
+            let _ = t.join();
+        }
     }
 
     /// Stops the threads (server shutdown, promotion).
@@ -175,15 +251,25 @@ impl Replication {
         self.ack_cv.notify_all();
     }
 
-    /// `pg_promote()`: stop receiving (what was received whole is applied
-    /// and durable), leave the standby state, start the cache as a restart
-    /// would. Returns the cache opened, if any.
-    pub(crate) fn promote(&self) -> Result<Option<Arc<pgtier_cache::Cache>>, String> {
+    /// `pg_promote()`: with a lease, take it first (refused while the
+    /// active holds it); then stop receiving (what was received whole is
+    /// applied and durable), leave the standby state, start the cache as a
+    /// restart would. Returns the cache opened, if any.
+    pub(crate) fn promote(self: &Arc<Self>) -> Result<Option<Arc<pgtier_cache::Cache>>, (&'static str, String)> {
+        self.promote_with(None)
+    }
+
+    fn promote_with(
+        self: &Arc<Self>,
+        grant: Option<pgtier_cache::lease::Grant>,
+    ) -> Result<Option<Arc<pgtier_cache::Cache>>, (&'static str, String)> {
+        let _one = self.promoting.lock();
         if !self.is_standby() {
-            return Err("recovery is not in progress".into());
+            return Err(("55000", "recovery is not in progress".into()));
         }
+        let epoch = self.hold_lease(grant).map_err(|e| ("55000", e))?;
         self.stop();
-        self.db.flush_wal().map_err(|e| e.to_string())?;
+        self.db.flush_wal().map_err(|e| ("XX000", e.to_string()))?;
         // The newest positions heard: write-through resumes from them (or
         // from PostgreSQL's progress rows where those are later).
         if let Some(consumers) = self.last_consumers.lock().take() {
@@ -191,9 +277,22 @@ impl Replication {
         }
         self.db.promote();
         self.standby.store(false, Ordering::Release);
+        self.connected.store(false, Ordering::Release);
         tracing::warn!(wal_end = self.db.wal_end().0, "replication: promoted to active");
+        if let ReplicationRole::Standby { listen: Some(listen), .. } = self.settings.role {
+            // Serve the next standby (the old active, re-seeded); write-
+            // through waits for it once it connects.
+            self.db.limit_stream(pgtier_cache::AWT_CONSUMER, Arc::clone(&self.awt_limit));
+            self.stop.store(false, Ordering::Release);
+            self.serving.store(true, Ordering::Release);
+            if self.settings.sync && self.failover.is_none() {
+                self.db.set_commit_gate(Arc::new(Gate(Arc::clone(self))));
+            }
+            let handle = self.spawn_listener(listen).map_err(|e| ("XX000", e.to_string()))?;
+            self.threads.lock().push(handle);
+        }
         match self.cache_opener.lock().take() {
-            Some(open) => open().map(Some),
+            Some(open) => open(epoch).map(Some).map_err(|e| ("XX000", e)),
             None => Ok(None),
         }
     }
@@ -202,6 +301,9 @@ impl Replication {
         {
             let _g = self.ack_lock.lock();
             self.acked.fetch_max(end, Ordering::AcqRel);
+        }
+        if self.awt_limit.load(Ordering::Acquire) != u64::MAX {
+            self.awt_limit.fetch_max(end, Ordering::AcqRel);
         }
         self.ack_cv.notify_all();
         let mut q = self.unacked.lock();
@@ -220,6 +322,10 @@ impl Replication {
     pub(crate) fn status(&self) -> ReplicationStatus {
         let mode = if self.settings.sync { "sync" } else { "async" };
         let connected = self.connected.load(Ordering::Acquire);
+        let lease = self.failover.as_ref().map_or_else(
+            || LeaseStatus { state: "off", epoch: 0, valid_ms: 0 },
+            |f| f.status(&self.db, self.is_standby()),
+        );
         if self.is_standby() {
             let durable = self.db.wal_durable_end().0;
             let active = self.active_end.load(Ordering::Acquire);
@@ -232,11 +338,12 @@ impl Replication {
                 active_durable_lsn: active,
                 lag_bytes: active.saturating_sub(durable),
                 lag_ms: 0,
+                lease,
             };
         }
         let durable = self.db.wal_durable_end().0;
         let acked = self.acked.load(Ordering::Acquire);
-        let promoted = matches!(self.settings.role, ReplicationRole::Standby { .. });
+        let promoted = !self.serving.load(Ordering::Acquire);
         let lag_ms =
             if promoted { 0 } else { self.unacked.lock().front().map_or(0, |(_, at)| at.elapsed().as_millis() as u64) };
         ReplicationStatus {
@@ -248,16 +355,43 @@ impl Replication {
             active_durable_lsn: durable,
             lag_bytes: if promoted { 0 } else { durable.saturating_sub(acked) },
             lag_ms,
+            lease,
         }
     }
 }
 
-/// The engine's wait of a sync commit.
-struct SyncWait(Arc<Replication>);
+/// The engine's commit gate: sync mode's wait for the standby, and the
+/// lease's last word (failover.rs).
+struct Gate(Arc<Replication>);
 
-impl pgtier_engine::SyncStandby for SyncWait {
-    fn wait_acked(&self, lsn: Lsn) -> pgtier_engine::Result<()> {
+impl pgtier_engine::CommitGate for Gate {
+    fn before_ack(&self, lsn: Lsn, sync_commit: bool) -> pgtier_engine::Result<()> {
         let r = &self.0;
+        // A standby promoted without `listen` has no standby to wait for.
+        let has_standby = r.serving.load(Ordering::Acquire);
+        if r.settings.sync && sync_commit && has_standby {
+            // Confirmed durable on the standby: it survives any failover,
+            // whatever became of the lease meanwhile.
+            return r.wait_acked(lsn);
+        }
+        match &r.failover {
+            Some(f) if !f.holds() => Err(EngineError::hook(
+                "08007",
+                "the commit is durable on this server, which no longer holds the pair's lease: the standby may have taken over without it, so its outcome is unknown",
+                Some(
+                    "Reconnect: a multi-host connection string with target_session_attrs=read-write finds the active."
+                        .into(),
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Replication {
+    /// Sync mode: until the standby acknowledged a durable end past `lsn`.
+    fn wait_acked(&self, lsn: Lsn) -> pgtier_engine::Result<()> {
+        let r = self;
         if r.acked.load(Ordering::Acquire) > lsn.0 {
             return Ok(());
         }

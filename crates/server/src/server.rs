@@ -146,6 +146,27 @@ impl Shared {
         self.config.lock().setting_defaults()
     }
 
+    /// A standby was promoted (by `pg_promote()` or the lease): its cache
+    /// serves, and new sessions start read-write (those open keep the
+    /// settings they read at their start).
+    pub(crate) fn promoted(&self, cache: Option<Arc<pgtier_cache::Cache>>) {
+        if let Some(cache) = cache {
+            let _ = self.cache.set(cache);
+        }
+        self.set_read_only(false);
+    }
+
+    /// New sessions start read-only (a standby, a fenced active) or not,
+    /// as drivers' `target_session_attrs` read it.
+    pub(crate) fn set_read_only(&self, read_only: bool) {
+        let mut defaults = self.config_setting_defaults();
+        if read_only {
+            defaults.push(("default_transaction_read_only".into(), "on".into()));
+            defaults.push(("transaction_read_only".into(), "on".into()));
+        }
+        *self.setting_defaults.write() = Arc::new(defaults);
+    }
+
     /// Who may connect and how, now (a new connection keeps what it got).
     pub fn auth(&self) -> Arc<AuthState> {
         Arc::clone(&self.auth.read())
@@ -342,7 +363,7 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) -> Result<(), ServerE
         loops.stop();
     }
     if let Some(replication) = &shared.replication {
-        replication.stop();
+        replication.shut_down();
     }
     if let Some(cache) = shared.cache.get() {
         cache.shutdown();

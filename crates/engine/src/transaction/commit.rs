@@ -167,13 +167,13 @@ impl Transaction {
             }
         }
         self.db.txns.publish(commit_ts);
-        // Sync replication (replica.rs): acknowledged once the standby has
-        // it too. Visible here already, as in PostgreSQL.
-        if self.mode == CommitMode::Sync
-            && let Some(lsn) = lsn
-            && let Some(standby) = self.db.sync_standby.get()
+        // Replication (replica.rs): acknowledged once the gate passes it
+        // (sync: the standby has it too; with a lease: still held).
+        // Visible here already, as in PostgreSQL.
+        if let Some(lsn) = lsn
+            && let Some(gate) = self.db.commit_gate.get()
         {
-            standby.wait_acked(lsn)?;
+            gate.before_ack(lsn, self.mode == CommitMode::Sync)?;
         }
         Ok(CommitInfo { commit_ts: Some(commit_ts), lsn, rolled_back: false })
     }

@@ -21,9 +21,7 @@ impl Transaction {
         if self.ddl_locked {
             return Ok(());
         }
-        if self.db.standby.load(std::sync::atomic::Ordering::Relaxed) && !self.replica {
-            return Err(super::replica::read_only_error());
-        }
+        super::replica::check_writable(&self.db, self.replica)?;
         self.db.catalog.lock_ddl(self.id, self.db.lock_deadline())?;
         self.ddl_locked = true;
         // Base the private catalog on the latest committed one: no other

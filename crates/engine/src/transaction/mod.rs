@@ -303,7 +303,7 @@ impl Transaction {
 
     /// The database is a hot standby (replica.rs): `pg_is_in_recovery()`.
     pub fn is_standby(&self) -> bool {
-        self.db.standby.load(std::sync::atomic::Ordering::Relaxed)
+        self.db.read_only.load(std::sync::atomic::Ordering::Relaxed) == crate::replica::READ_REPLICA_ONLY
     }
 
     pub(crate) fn db(&self) -> &Arc<DbInner> {

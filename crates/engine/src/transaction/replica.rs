@@ -39,9 +39,21 @@ pub(crate) struct ReplicaTxn {
     pub(crate) origin: Origin,
 }
 
+/// A transaction's first write or DDL on a standby or a fenced active:
 /// 25006, PostgreSQL's answer to a write on a hot standby.
-pub(crate) fn read_only_error() -> EngineError {
-    EngineError::definition("25006", "cannot execute a write in a read-only transaction (this pgtier is a standby)")
+pub(crate) fn check_writable(db: &crate::db::DbInner, replica: bool) -> Result<()> {
+    match db.read_only.load(Ordering::Relaxed) {
+        crate::replica::READ_WRITE => Ok(()),
+        crate::replica::READ_REPLICA_ONLY if replica => Ok(()),
+        crate::replica::READ_REPLICA_ONLY => Err(EngineError::definition(
+            "25006",
+            "cannot execute a write in a read-only transaction (this pgtier is a standby)",
+        )),
+        _ => Err(EngineError::definition(
+            "25006",
+            "cannot execute a write in a read-only transaction (this pgtier lost the pair's lease: the standby takes over writes)",
+        )),
+    }
 }
 
 impl Transaction {

@@ -31,9 +31,7 @@ impl Transaction {
         if let Some(i) = self.held.iter().position(|h| h.store.schema.id == table) {
             return Ok(i);
         }
-        if self.db.standby.load(Ordering::Relaxed) && !self.replica {
-            return Err(super::replica::read_only_error());
-        }
+        super::replica::check_writable(&self.db, self.replica)?;
         let store = self.store(table)?;
         if store.hooks.has_write_guard()
             && self.origin == Origin::Application

@@ -112,6 +112,9 @@ fn serve(repl: &Arc<Replication>, sock: TcpStream) -> Io<()> {
             format!("the standby's log ends at {} after this active's: histories differ", start.0),
         );
     }
+    // From now on write-through sends PostgreSQL only what this standby
+    // has (a promoted standby's was unlimited until its first standby).
+    repl.awt_limit.fetch_min(start.0, Ordering::AcqRel);
     // Registered where the standby stands: the WAL it needs is kept.
     let registered = repl.db.register_consumer(STANDBY_CONSUMER, StreamStart::At(start));
     let reader = match registered.and_then(|()| repl.db.wal_reader(start)) {
@@ -132,6 +135,9 @@ fn serve(repl: &Arc<Replication>, sock: TcpStream) -> Io<()> {
 }
 
 fn send(repl: &Replication, mut reader: pgtier_engine::WalReader, out: &mut BufWriter<TcpStream>) -> Io<()> {
+    // The first keepalive at once: it tells the standby it is following
+    // (the lease's waiter starts then) and where the active stands.
+    write_keepalive(repl, out)?;
     let mut keepalive = Instant::now();
     while !repl.stop.load(Ordering::Acquire) {
         let mut sent = false;
@@ -235,6 +241,7 @@ fn receive(
     out.flush()?;
     let mut input = BufReader::with_capacity(IO_BYTES, sock);
     repl.connected.store(true, Ordering::Release);
+    let mut first_active_end: Option<u64> = None;
     loop {
         let mut tag = [0u8; 1];
         input.read_exact(&mut tag)?;
@@ -246,7 +253,19 @@ fn receive(
                 applier.push(lsn, payload).map_err(|e| bad(format!("applying the record at {}: {e}", lsn.0)))?;
             }
             b'K' => {
-                repl.active_end.store(read_u64(&mut input)?, Ordering::Release);
+                let active_end = read_u64(&mut input)?;
+                repl.active_end.store(active_end, Ordering::Release);
+                // Following once caught up with the active's end as first
+                // heard on this connection (sent before any record): what
+                // its write-through sent PostgreSQL before this standby
+                // connected is here then.
+                let caught_up_to = *first_active_end.get_or_insert(active_end);
+                if let Some(failover) = &repl.failover
+                    && !failover.followed.load(Ordering::Acquire)
+                    && applier.sync().map_err(|e| bad(e.to_string()))?.0 >= caught_up_to
+                {
+                    failover.followed.store(true, Ordering::Release);
+                }
                 let n = read_u32(&mut input)?;
                 let mut consumers = Vec::new();
                 for _ in 0..n.min(1024) {

@@ -63,6 +63,12 @@ impl Session {
             }
             return self.promote();
         }
+        if is_switchover(sql) && self.conn.transaction_status() == TransactionStatus::Idle {
+            if !self.conn.is_superuser() {
+                return Err(SqlError::new("42501", "permission denied for function pgtier_switchover"));
+            }
+            return self.switchover();
+        }
         if let Some(dir) = super::backup::parse_backup(sql) {
             if !self.conn.is_superuser() {
                 return Err(SqlError::new("42501", "must be superuser to run BACKUP TO"));
@@ -136,6 +142,12 @@ fn is_replication_view(sql: &str) -> bool {
     words.eq_ignore_ascii_case("select * from pgtier_replication")
 }
 
+/// `SELECT pgtier_switchover()`: the active hands the writes to its standby.
+fn is_switchover(sql: &str) -> bool {
+    let words: String = sql.trim().trim_end_matches(';').split_whitespace().collect::<Vec<_>>().join(" ");
+    matches!(words.to_ascii_lowercase().replace("( )", "()").as_str(), "select pgtier_switchover()")
+}
+
 /// `SELECT pg_promote()` (also with PostgreSQL's arguments `wait` and
 /// `wait_seconds`: pgtier's promotion always completes before it answers).
 fn is_promote(sql: &str) -> bool {
@@ -163,19 +175,25 @@ impl Session {
         };
         let Some(replication) = self.shared.replication.clone() else { return Err(not_standby()) };
         match replication.promote() {
-            Ok(cache) => {
-                if let Some(cache) = cache {
-                    let _ = self.shared.cache.set(cache);
-                }
+            Ok(cache) => self.shared.promoted(cache),
+            Err((_, e)) if !replication.is_standby() && e == "recovery is not in progress" => {
+                return Err(not_standby());
             }
-            Err(e) if !replication.is_standby() && e == "recovery is not in progress" => return Err(not_standby()),
-            Err(e) => return Err(SqlError::new("XX000", format!("promotion: {e}"))),
+            Err((code, e)) => return Err(SqlError::new(code, format!("promotion: {e}"))),
         }
-        // New sessions start read-write; this one's settings stay as they
-        // were read at its start.
-        let defaults = self.shared.config_setting_defaults();
-        *self.shared.setting_defaults.write() = Arc::new(defaults);
         self.send_true_row("pg_promote");
+        Ok(())
+    }
+
+    /// pgtier_switchover(): the active stops writing, waits for its
+    /// standby to have everything and gives the pair's lease up; the
+    /// standby promotes on its next poll (replication/failover.rs).
+    fn switchover(&mut self) -> Result<(), SqlError> {
+        let Some(replication) = self.shared.replication.clone() else {
+            return Err(SqlError::new("55000", "replication is not configured").with_hint("Set [replication] role."));
+        };
+        replication.switchover().map_err(|(code, message)| SqlError::new(code, message))?;
+        self.send_true_row("pgtier_switchover");
         Ok(())
     }
 
@@ -193,6 +211,9 @@ impl Session {
             r.active_durable_lsn.to_string(),
             r.lag_bytes.to_string(),
             r.lag_ms.to_string(),
+            r.lease.state.to_owned(),
+            r.lease.epoch.to_string(),
+            r.lease.valid_ms.to_string(),
         ];
         let columns = [
             ("role", crate::types::TEXT),
@@ -203,6 +224,9 @@ impl Session {
             ("active_durable_lsn", crate::types::INT8),
             ("lag_bytes", crate::types::INT8),
             ("lag_ms", crate::types::INT8),
+            ("lease", crate::types::TEXT),
+            ("lease_epoch", crate::types::INT8),
+            ("lease_valid_ms", crate::types::INT8),
         ];
         let fields = columns
             .iter()

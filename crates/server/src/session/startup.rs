@@ -332,10 +332,14 @@ impl Session {
             self.wire.parameter_status(name, &value);
         }
         let standby = self.shared.replication.as_ref().is_some_and(|r| r.is_standby());
-        let on_off = if standby { "on" } else { "off" };
-        for (name, value) in
-            [("session_authorization", user), ("default_transaction_read_only", on_off), ("in_hot_standby", on_off)]
-        {
+        let on_off = |on: bool| if on { "on" } else { "off" };
+        // A fenced active (its lease lost) is read-only too, not a standby.
+        let read_only = on_off(standby || self.shared.db.is_fenced());
+        for (name, value) in [
+            ("session_authorization", user),
+            ("default_transaction_read_only", read_only),
+            ("in_hot_standby", on_off(standby)),
+        ] {
             self.wire.parameter_status(name, value);
         }
     }

@@ -1,0 +1,604 @@
+//! Automatic failover of a `pgtier serve` pair by the lease in PostgreSQL
+//! (`[replication] lease_ms`), against the harness's private PostgreSQL:
+//!
+//! - rounds of kill -9 of whichever member is active, under 8 writers that
+//!   reach the pair through a multi-host URL with
+//!   `target_session_attrs=read-write`; the standby detects and promotes on
+//!   its own, the killed member is re-seeded as the new standby. Every
+//!   acknowledged commit is in the final active (sync mode) or lost within
+//!   the window reported before the kill (async mode); PostgreSQL, after
+//!   write-through drains, equals the final active exactly (no loss, no
+//!   repeat: each writer's counter equals its rows). Detection and
+//!   promotion times per round are printed. `FAILOVER_ROUNDS` sets the
+//!   count (2 by default; the documented full run is 20).
+//! - a partition: the active cut off from PostgreSQL and from its standby
+//!   (TCP proxies the test controls) while its clients still reach it. It
+//!   fences itself before the standby can promote: no write it
+//!   acknowledged was acknowledged after the standby's first write, and in
+//!   sync mode none is lost.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const WRITERS: i32 = 8;
+const LEASE_MS: u64 = 2000;
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn pgtier(args: &[&str]) {
+    let out = Command::new(env!("CARGO_BIN_EXE_pgtier")).args(args).output().unwrap();
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// One member of the pair: fixed ports across its restarts.
+struct Node {
+    name: &'static str,
+    sql_port: u16,
+    repl_port: u16,
+    dir: PathBuf,
+    /// `[cache] awt_node`: distinct per test, since PostgreSQL's
+    /// replication origins (one per node) are cluster-wide.
+    awt_node: String,
+    /// Serves a standby of its own once promoted (`listen` on a standby).
+    serves_standby: bool,
+    child: Option<Child>,
+}
+
+impl Node {
+    fn new(tmp: &Path, name: &'static str, awt_node: &str) -> Node {
+        Node {
+            name,
+            awt_node: awt_node.to_owned(),
+            sql_port: free_port(),
+            repl_port: free_port(),
+            dir: tmp.join(name),
+            serves_standby: true,
+            child: None,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("postgresql://app@127.0.0.1:{}/app", self.sql_port)
+    }
+
+    /// Starts `pgtier serve` as `role`; a standby follows `primary`.
+    fn start(&mut self, role: &str, primary: Option<&str>, mode: &str, backend: &str) {
+        let primary = primary.map(|p| format!("primary = \"{p}\"\n")).unwrap_or_default();
+        let listen = if self.serves_standby || role == "active" {
+            format!("listen = \"127.0.0.1:{}\"\n", self.repl_port)
+        } else {
+            String::new()
+        };
+        let config = format!(
+            "listen = \"127.0.0.1:{sql}\"\ndata_dir = \"{dir}\"\ncommit_mode = \"sync\"\n\
+             [auth]\nmethod = \"trust\"\n[backend]\nurl = {backend:?}\n[cache]\nawt_node = \"{node}\"\n\
+             [replication]\nrole = \"{role}\"\nmode = \"{mode}\"\n{listen}{primary}\
+             sync_timeout_ms = 2000\nlease_ms = {LEASE_MS}\n",
+            sql = self.sql_port,
+            dir = self.dir.display(),
+            node = self.awt_node,
+        );
+        let path = self.dir.with_extension("toml");
+        std::fs::write(&path, config).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pgtier"))
+            .args(["serve", "--config"])
+            .arg(&path)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        assert!(first.starts_with("pgtier: listening on "), "{}: {first}", self.name);
+        let name = self.name;
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                eprintln!("[{name}] {line}");
+            }
+        });
+        self.child = Some(child);
+    }
+
+    fn kill(&mut self, signal: i32) {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: signals our own child process.
+            unsafe {
+                libc::kill(child.id() as i32, signal);
+            }
+            let _ = child.wait();
+        }
+    }
+
+    /// Re-seeds this (dead) member's directory from `active` and starts it
+    /// as that one's standby.
+    fn reseed_from(&mut self, active: &Node, mode: &str, backend: &str) {
+        let backup = self.dir.with_extension("backup");
+        let _ = std::fs::remove_dir_all(&backup);
+        let _ = std::fs::remove_dir_all(&self.dir);
+        pgtier(&["backup", "--url", &active.url(), backup.to_str().unwrap()]);
+        pgtier(&["restore", "--standby", backup.to_str().unwrap(), self.dir.to_str().unwrap()]);
+        self.start("standby", Some(&format!("127.0.0.1:{}", active.repl_port)), mode, backend);
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill(libc::SIGKILL);
+    }
+}
+
+fn connect(url: &str) -> postgres::Client {
+    postgres::Client::connect(url, postgres::NoTls).unwrap()
+}
+
+/// The one row of `pgtier_replication`, by column name.
+fn replication(c: &mut postgres::Client) -> Result<BTreeMap<String, String>, postgres::Error> {
+    let mut out = BTreeMap::new();
+    for m in c.simple_query("SELECT * FROM pgtier_replication")? {
+        if let postgres::SimpleQueryMessage::Row(row) = m {
+            for (i, col) in row.columns().iter().enumerate() {
+                out.insert(col.name().to_owned(), row.get(i).unwrap_or("").to_owned());
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until `standby` follows `active` and is ready to take over.
+fn standby_ready(active: &Node, standby: &Node) {
+    let mut c = connect(&active.url());
+    wait_for("the standby to connect", Duration::from_secs(30), || {
+        replication(&mut c).is_ok_and(|r| r["connected"] == "t")
+    });
+    let mut s = connect(&standby.url());
+    wait_for("the standby to catch up", Duration::from_secs(30), || {
+        replication(&mut s).is_ok_and(|r| r["lease"] == "waiting")
+    });
+}
+
+/// Acknowledged ids, with when the acknowledgement arrived.
+type Ledger = Arc<Mutex<BTreeMap<i32, Instant>>>;
+
+/// Inserts events and bumps its counter, reconnecting through `url` after
+/// any error; records every id whose COMMIT was acknowledged. Ids are
+/// never reused (a failed commit's outcome may be either).
+fn writer(url: String, w: i32, stop: Arc<AtomicBool>, acked: Ledger) {
+    let mut n = 0;
+    let mut client: Option<postgres::Client> = None;
+    while !stop.load(Ordering::Relaxed) {
+        let Some(c) = client.as_mut() else {
+            client = postgres::Client::connect(&url, postgres::NoTls).ok();
+            if client.is_none() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            continue;
+        };
+        n += 1;
+        let id = w * 1_000_000 + n;
+        let r = c.batch_execute(&format!(
+            "BEGIN; INSERT INTO events VALUES ({id}, {w}, repeat('x', {})); \
+             UPDATE counters SET n = n + 1 WHERE w = {w}; COMMIT",
+            n % 200
+        ));
+        match r {
+            Ok(()) => {
+                acked.lock().unwrap().insert(id, Instant::now());
+            }
+            Err(_) => client = None,
+        }
+    }
+}
+
+fn run_writers(url: &str, stop: &Arc<AtomicBool>, acked: &Ledger) -> Vec<std::thread::JoinHandle<()>> {
+    (0..WRITERS)
+        .map(|w| {
+            let (url, stop, acked) = (url.to_owned(), Arc::clone(stop), Arc::clone(acked));
+            std::thread::spawn(move || writer(url, w, stop, acked))
+        })
+        .collect()
+}
+
+fn ids(c: &mut postgres::Client) -> BTreeSet<i32> {
+    c.query("SELECT id FROM events", &[]).unwrap().iter().map(|r| r.get(0)).collect()
+}
+
+fn counters(c: &mut postgres::Client) -> Vec<(i32, i32)> {
+    c.query("SELECT w, n FROM counters ORDER BY w", &[]).unwrap().iter().map(|r| (r.get(0), r.get(1))).collect()
+}
+
+/// Each writer's counter equals its rows: no transaction by half, none twice.
+fn assert_counters_match_rows(c: &mut postgres::Client, side: &str) {
+    for (w, n) in counters(c) {
+        let rows: i64 = c.query_one("SELECT count(*) FROM events WHERE w = $1", &[&w]).unwrap().get(0);
+        assert_eq!(i64::from(n), rows, "{side}: writer {w}'s counter and rows disagree");
+    }
+}
+
+fn backend_tables(name: &str) -> String {
+    let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
+    let backend = cluster.create_database(&format!("{name}_{}", std::process::id())).unwrap();
+    let mut pg = pgtier_backend::connect(&backend).unwrap();
+    let values: Vec<String> = (0..WRITERS).map(|w| format!("({w}, 0)")).collect();
+    pg.batch_execute(&format!(
+        "CREATE TABLE events (id int PRIMARY KEY, w int NOT NULL, pad text); \
+         CREATE TABLE counters (w int PRIMARY KEY, n int NOT NULL); \
+         INSERT INTO counters VALUES {}",
+        values.join(", ")
+    ))
+    .unwrap();
+    backend
+}
+
+fn cache_both_tables(active: &Node) {
+    let mut a = connect(&active.url());
+    for statement in [
+        "CREATE AWT CACHE GROUP ge FROM events",
+        "CREATE AWT CACHE GROUP gc FROM counters",
+        "LOAD CACHE GROUP gc",
+        "LOAD CACHE GROUP ge",
+    ] {
+        a.batch_execute(statement).unwrap();
+    }
+}
+
+/// What one kill -9 round measured.
+struct Round {
+    detect: Duration,
+    promote: Duration,
+    /// Acknowledged before the kill, missing on the promoted standby.
+    lost: BTreeSet<i32>,
+    window_bytes: u64,
+}
+
+/// Kills `active` under the writers and waits for `standby` to take over.
+fn kill_round(active: &mut Node, standby: &Node, acked: &Ledger, async_mode: bool) -> Round {
+    let before = acked.lock().unwrap().len();
+    wait_for("writes on the active", Duration::from_secs(60), || acked.lock().unwrap().len() >= before + 200);
+    let mut watch = connect(&standby.url());
+    let window = replication(&mut connect(&active.url())).unwrap();
+    active.kill(libc::SIGKILL);
+    let killed = Instant::now();
+    let acked_at_kill: BTreeSet<i32> = acked.lock().unwrap().keys().copied().collect();
+    // The standby's own durable end as last seen while still a standby,
+    // and when it took the lease and when it became the active.
+    let (mut standby_end, mut detected, mut promoted) = (0u64, None, None);
+    let deadline = killed + Duration::from_secs(30);
+    while promoted.is_none() {
+        assert!(Instant::now() < deadline, "no promotion within 30 s of the kill");
+        let r = replication(&mut watch).unwrap();
+        if r["role"] == "standby" {
+            standby_end = r["standby_durable_lsn"].parse().unwrap();
+        }
+        if detected.is_none() && r["lease"] == "held" {
+            detected = Some(Instant::now());
+        }
+        if r["role"] == "active" {
+            let mut fresh = connect(&standby.url());
+            let ro: String = fresh.query_one("SHOW transaction_read_only", &[]).unwrap().get(0);
+            if ro == "off" {
+                promoted = Some(Instant::now());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (detected, promoted) = (detected.unwrap(), promoted.unwrap());
+    let present = ids(&mut connect(&standby.url()));
+    let lost: BTreeSet<i32> = acked_at_kill.difference(&present).copied().collect();
+    if async_mode {
+        let active_end: u64 = window["active_durable_lsn"].parse().unwrap();
+        let window_bytes: u64 = window["lag_bytes"].parse().unwrap();
+        assert!(
+            standby_end + window_bytes >= active_end,
+            "lost more than the window: standby end {standby_end}, active end {active_end}, window {window_bytes}"
+        );
+    } else {
+        assert!(lost.is_empty(), "sync mode: {} acknowledged commits missing on the promoted standby", lost.len());
+    }
+    Round {
+        detect: detected - killed,
+        promote: promoted - detected,
+        lost,
+        window_bytes: window["lag_bytes"].parse().unwrap_or(0),
+    }
+}
+
+fn failover_rounds(mode: &str) {
+    let rounds: usize = std::env::var("FAILOVER_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
+    let async_mode = mode == "async";
+    let backend = backend_tables(&format!("cli_failover_{mode}"));
+    let tmp = tempfile::tempdir().unwrap();
+    let node = format!("fo{mode}");
+    let mut a = Node::new(tmp.path(), "a", &node);
+    let mut b = Node::new(tmp.path(), "b", &node);
+    a.start("active", None, mode, &backend);
+    b.reseed_from(&a, mode, &backend);
+    standby_ready(&a, &b);
+    cache_both_tables(&a);
+    let url = format!(
+        "postgresql://app@127.0.0.1:{},127.0.0.1:{}/app?target_session_attrs=read-write&connect_timeout=2",
+        a.sql_port, b.sql_port
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked: Ledger = Arc::new(Mutex::new(BTreeMap::new()));
+    let writers = run_writers(&url, &stop, &acked);
+    let mut lost_total: BTreeSet<i32> = BTreeSet::new();
+    let mut results = Vec::new();
+    let (mut active, mut standby) = (&mut a, &mut b);
+    for round in 0..rounds {
+        let r = kill_round(active, standby, &acked, async_mode);
+        let lost_now = r.lost.difference(&lost_total).count();
+        lost_total.extend(&r.lost);
+        eprintln!(
+            "{mode} round {round}: detection {} ms, promotion {} ms, lost {lost_now} (window {} bytes), {} acknowledged so far",
+            r.detect.as_millis(),
+            r.promote.as_millis(),
+            r.window_bytes,
+            acked.lock().unwrap().len()
+        );
+        results.push(r);
+        active.reseed_from(standby, mode, &backend);
+        standby_ready(standby, active);
+        std::mem::swap(&mut active, &mut standby);
+    }
+    let before = acked.lock().unwrap().len();
+    wait_for("writes after the last round", Duration::from_secs(60), || acked.lock().unwrap().len() >= before + 100);
+    stop.store(true, Ordering::Relaxed);
+    for h in writers {
+        h.join().unwrap();
+    }
+    // The final active: every acknowledged commit but those lost within
+    // async windows; counters agree with rows.
+    let mut c = connect(&active.url());
+    let acked: BTreeSet<i32> = acked.lock().unwrap().keys().copied().collect();
+    let present = ids(&mut c);
+    let missing: Vec<_> = acked.difference(&present).filter(|id| !lost_total.contains(id)).collect();
+    assert!(missing.is_empty(), "{} acknowledged commits missing on the final active", missing.len());
+    assert_counters_match_rows(&mut c, "final active");
+    // PostgreSQL after write-through drains: exactly the final active.
+    let local = counters(&mut c);
+    let mut pg = pgtier_backend::connect(&backend).unwrap();
+    wait_for("write-through to drain", Duration::from_secs(120), || counters(&mut pg) == local);
+    assert_eq!(ids(&mut pg), present, "PostgreSQL's rows are not the final active's");
+    assert_counters_match_rows(&mut pg, "PostgreSQL");
+    let mut detect: Vec<u128> = results.iter().map(|r| r.detect.as_millis()).collect();
+    let mut promote: Vec<u128> = results.iter().map(|r| r.promote.as_millis()).collect();
+    detect.sort_unstable();
+    promote.sort_unstable();
+    eprintln!(
+        "{mode}: {rounds} rounds, {} acknowledged, {} lost (async windows); detection median {} ms max {} ms; promotion median {} ms max {} ms",
+        acked.len(),
+        lost_total.len(),
+        detect[detect.len() / 2],
+        detect[detect.len() - 1],
+        promote[promote.len() / 2],
+        promote[promote.len() - 1]
+    );
+    assert!(detect[detect.len() - 1] <= 5_000, "detection took over 5 s");
+    assert!(promote[promote.len() - 1] <= 10_000, "promotion took over 10 s");
+}
+
+#[test]
+fn sync_pair_fails_over_on_kill_without_losing_an_acknowledged_commit() {
+    failover_rounds("sync");
+}
+
+#[test]
+fn async_pair_fails_over_on_kill_losing_at_most_the_reported_window() {
+    failover_rounds("async");
+}
+
+/// A TCP forwarder the test can cut: every connection through it is
+/// closed and new ones are refused while cut.
+struct Proxy {
+    port: u16,
+    cut: Arc<AtomicBool>,
+    open: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl Proxy {
+    fn start(target: String) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cut = Arc::new(AtomicBool::new(false));
+        let open: Arc<Mutex<Vec<TcpStream>>> = Arc::new(Mutex::new(Vec::new()));
+        let (cut2, open2) = (Arc::clone(&cut), Arc::clone(&open));
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                if cut2.load(Ordering::Acquire) {
+                    continue; // dropped: refused
+                }
+                let Ok(server) = TcpStream::connect(&target) else { continue };
+                let mut open = open2.lock().unwrap();
+                open.push(client.try_clone().unwrap());
+                open.push(server.try_clone().unwrap());
+                for (mut from, mut to) in [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)]
+                {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Proxy { port, cut, open }
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, Ordering::Release);
+        for s in self.open.lock().unwrap().drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    fn heal(&self) {
+        self.cut.store(false, Ordering::Release);
+    }
+}
+
+#[test]
+fn a_partitioned_sync_active_stops_writing_before_its_standby_promotes() {
+    partition("sync");
+}
+
+/// Async: the active goes on acknowledging commits after the cut, on its
+/// lease alone, and stops before the standby's first write.
+#[test]
+fn a_partitioned_async_active_stops_writing_before_its_standby_promotes() {
+    partition("async");
+}
+
+fn partition(mode: &str) {
+    let backend = backend_tables(&format!("cli_failover_partition_{mode}"));
+    let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
+    // The active reaches PostgreSQL and its standby reaches the active only
+    // through proxies; the active's clients reach it directly.
+    let pg_proxy = Proxy::start(format!("127.0.0.1:{}", cluster.port()));
+    let active_backend = backend.replace(&format!(":{}/", cluster.port()), &format!(":{}/", pg_proxy.port));
+    assert_ne!(active_backend, backend, "the backend URL names the harness port: {backend}");
+    let tmp = tempfile::tempdir().unwrap();
+    let node = format!("fopart{mode}");
+    let mut a = Node::new(tmp.path(), "a", &node);
+    let mut b = Node::new(tmp.path(), "b", &node);
+    // Promoted, b has no standby: its write-through waits for none.
+    b.serves_standby = false;
+    a.start("active", None, mode, &active_backend);
+    let repl_proxy = Proxy::start(format!("127.0.0.1:{}", a.repl_port));
+    let backup = tmp.path().join("seed");
+    pgtier(&["backup", "--url", &a.url(), backup.to_str().unwrap()]);
+    pgtier(&["restore", "--standby", backup.to_str().unwrap(), b.dir.to_str().unwrap()]);
+    b.start("standby", Some(&format!("127.0.0.1:{}", repl_proxy.port)), mode, &backend);
+    standby_ready(&a, &b);
+    cache_both_tables(&a);
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked: Ledger = Arc::new(Mutex::new(BTreeMap::new()));
+    let writers = run_writers(&a.url(), &stop, &acked);
+    wait_for("writes", Duration::from_secs(60), || acked.lock().unwrap().len() >= 300);
+    pg_proxy.cut();
+    repl_proxy.cut();
+    let cut = Instant::now();
+    // The standby's first write: probe it until one commits.
+    let first_write = loop {
+        assert!(cut.elapsed() < Duration::from_secs(30), "the standby never took over");
+        if let Ok(mut c) = postgres::Client::connect(&b.url(), postgres::NoTls)
+            && c.batch_execute("UPDATE counters SET n = n WHERE w = 0").is_ok()
+            && c.query_one("SHOW transaction_read_only", &[]).is_ok_and(|r| r.get::<_, String>(0) == "off")
+        {
+            break Instant::now();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    eprintln!("partition ({mode}): the standby wrote {} ms after the cut", (first_write - cut).as_millis());
+    // Clients keep trying the old active for a while past the takeover.
+    std::thread::sleep(Duration::from_millis(LEASE_MS));
+    stop.store(true, Ordering::Relaxed);
+    for h in writers {
+        h.join().unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    let last_ack = acked.values().max().copied().unwrap();
+    assert!(
+        last_ack < first_write,
+        "the old active acknowledged a commit {} ms after the standby's first write",
+        (last_ack - first_write).as_millis()
+    );
+    let present = ids(&mut connect(&b.url()));
+    let lost: Vec<_> = acked.keys().filter(|id| !present.contains(id)).collect();
+    eprintln!(
+        "partition ({mode}): {} acknowledged ({} after the cut), the last {} ms after the cut and {} ms before the standby's first write; {} lost",
+        acked.len(),
+        acked.values().filter(|at| **at > cut).count(),
+        (last_ack.saturating_duration_since(cut)).as_millis(),
+        (first_write - last_ack).as_millis(),
+        lost.len()
+    );
+    if mode == "sync" {
+        assert!(lost.is_empty(), "sync mode: {} acknowledged commits missing on the new active", lost.len());
+    }
+    // Healed, the old active finds its lease taken and stays fenced.
+    pg_proxy.heal();
+    repl_proxy.heal();
+    let mut old = connect(&a.url());
+    wait_for("the old active to see its lease taken", Duration::from_secs(20), || {
+        replication(&mut old).is_ok_and(|r| r["lease"] == "fenced")
+    });
+    let e = old.batch_execute("UPDATE counters SET n = n + 1 WHERE w = 0").unwrap_err();
+    assert_eq!(e.code().map(|c| c.code()), Some("25006"), "{e}");
+    // PostgreSQL drains to the new active.
+    let mut c = connect(&b.url());
+    assert_counters_match_rows(&mut c, "new active");
+    let local = counters(&mut c);
+    let mut pg = pgtier_backend::connect(&backend).unwrap();
+    wait_for("write-through to drain", Duration::from_secs(60), || counters(&mut pg) == local);
+    assert_eq!(ids(&mut pg), ids(&mut c));
+    assert_counters_match_rows(&mut pg, "PostgreSQL");
+}
+
+/// `SELECT pgtier_switchover()` on the active under writers: it stops
+/// writing, waits for its standby to have everything, gives the lease up;
+/// the standby promotes on its next poll; no acknowledged commit is lost
+/// (async mode, where only a switchover's wait makes that true); the old
+/// active refuses writes (25006) and cannot be switched over again.
+#[test]
+fn a_switchover_hands_the_writes_over_without_loss() {
+    let backend = backend_tables("cli_failover_switchover");
+    let tmp = tempfile::tempdir().unwrap();
+    let mut a = Node::new(tmp.path(), "a", "foswitch");
+    let mut b = Node::new(tmp.path(), "b", "foswitch");
+    a.start("active", None, "async", &backend);
+    b.reseed_from(&a, "async", &backend);
+    standby_ready(&a, &b);
+    cache_both_tables(&a);
+    let url = format!(
+        "postgresql://app@127.0.0.1:{},127.0.0.1:{}/app?target_session_attrs=read-write&connect_timeout=2",
+        a.sql_port, b.sql_port
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked: Ledger = Arc::new(Mutex::new(BTreeMap::new()));
+    let writers = run_writers(&url, &stop, &acked);
+    wait_for("writes", Duration::from_secs(60), || acked.lock().unwrap().len() >= 300);
+    let mut admin = connect(&a.url());
+    let started = Instant::now();
+    admin.simple_query("SELECT pgtier_switchover()").unwrap();
+    let mut watch = connect(&b.url());
+    wait_for("the standby to promote", Duration::from_secs(20), || {
+        replication(&mut watch).is_ok_and(|r| r["role"] == "active")
+    });
+    eprintln!("switchover: the standby is the active {} ms after the call", started.elapsed().as_millis());
+    let before = acked.lock().unwrap().len();
+    wait_for("writes on the new active", Duration::from_secs(60), || acked.lock().unwrap().len() >= before + 200);
+    stop.store(true, Ordering::Relaxed);
+    for h in writers {
+        h.join().unwrap();
+    }
+    let acked: BTreeSet<i32> = acked.lock().unwrap().keys().copied().collect();
+    let mut c = connect(&b.url());
+    let present = ids(&mut c);
+    let lost = acked.difference(&present).count();
+    assert_eq!(lost, 0, "acknowledged commits missing after a switchover");
+    assert_counters_match_rows(&mut c, "new active");
+    let e = admin.batch_execute("UPDATE counters SET n = n + 1 WHERE w = 0").unwrap_err();
+    assert_eq!(e.code().map(|c| c.code()), Some("25006"), "{e}");
+    let e = admin.simple_query("SELECT pgtier_switchover()").unwrap_err();
+    assert_eq!(e.code().map(|c| c.code()), Some("55000"), "{e}");
+    let local = counters(&mut c);
+    let mut pg = pgtier_backend::connect(&backend).unwrap();
+    wait_for("write-through to drain", Duration::from_secs(60), || counters(&mut pg) == local);
+    assert_eq!(ids(&mut pg), present);
+}
