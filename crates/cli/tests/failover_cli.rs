@@ -231,7 +231,10 @@ fn assert_counters_match_rows(c: &mut postgres::Client, side: &str) {
 }
 
 fn backend_tables(name: &str) -> String {
-    let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
+    tables_in(pgtier_backend::shared_cluster().expect("private PostgreSQL"), name)
+}
+
+fn tables_in(cluster: &pgtier_backend::PrivateCluster, name: &str) -> String {
     let backend = cluster.create_database(&format!("{name}_{}", std::process::id())).unwrap();
     let mut pg = pgtier_backend::connect(&backend).unwrap();
     let values: Vec<String> = (0..WRITERS).map(|w| format!("({w}, 0)")).collect();
@@ -601,4 +604,62 @@ fn a_switchover_hands_the_writes_over_without_loss() {
     let mut pg = pgtier_backend::connect(&backend).unwrap();
     wait_for("write-through to drain", Duration::from_secs(60), || counters(&mut pg) == local);
     assert_eq!(ids(&mut pg), present);
+}
+
+/// PostgreSQL stopped (`-m immediate`) and the active killed while it is
+/// down: the standby cannot take the lease and does not promote (an
+/// unreachable PostgreSQL is a reason to wait); once PostgreSQL is back it
+/// takes over; in sync mode nothing acknowledged is lost, and PostgreSQL
+/// drains to the new active exactly.
+#[test]
+fn postgres_down_during_a_failover_delays_it_and_loses_nothing() {
+    let mut cluster = pgtier_backend::PrivateCluster::start(pgtier_backend::ClusterOptions::default()).unwrap();
+    let backend = tables_in(&cluster, "cli_failover_pgdown");
+    let tmp = tempfile::tempdir().unwrap();
+    let mut a = Node::new(tmp.path(), "a", "fopgdown");
+    let mut b = Node::new(tmp.path(), "b", "fopgdown");
+    b.serves_standby = false;
+    a.start("active", None, "sync", &backend);
+    b.reseed_from(&a, "sync", &backend);
+    standby_ready(&a, &b);
+    cache_both_tables(&a);
+    let url = format!(
+        "postgresql://app@127.0.0.1:{},127.0.0.1:{}/app?target_session_attrs=read-write&connect_timeout=2",
+        a.sql_port, b.sql_port
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked: Ledger = Arc::new(Mutex::new(BTreeMap::new()));
+    let writers = run_writers(&url, &stop, &acked);
+    wait_for("writes", Duration::from_secs(60), || acked.lock().unwrap().len() >= 300);
+    cluster.stop_immediate().unwrap();
+    a.kill(libc::SIGKILL);
+    let acked_at_kill: BTreeSet<i32> = acked.lock().unwrap().keys().copied().collect();
+    // Twice the lease: the standby must still be waiting.
+    std::thread::sleep(Duration::from_millis(2 * LEASE_MS));
+    let mut watch = connect(&b.url());
+    let r = replication(&mut watch).unwrap();
+    assert_eq!((r["role"].as_str(), r["lease"].as_str()), ("standby", "waiting"), "{r:?}");
+    let restarted = Instant::now();
+    cluster.restart().unwrap();
+    wait_for("the standby to promote after PostgreSQL returned", Duration::from_secs(30), || {
+        replication(&mut watch).is_ok_and(|r| r["role"] == "active")
+    });
+    eprintln!("pg down: promoted {} ms after PostgreSQL restarted", restarted.elapsed().as_millis());
+    let before = acked.lock().unwrap().len();
+    wait_for("writes on the new active", Duration::from_secs(60), || acked.lock().unwrap().len() >= before + 100);
+    stop.store(true, Ordering::Relaxed);
+    for h in writers {
+        h.join().unwrap();
+    }
+    let mut c = connect(&b.url());
+    let present = ids(&mut c);
+    assert!(acked_at_kill.is_subset(&present), "acknowledged commits missing after the failover");
+    let all: BTreeSet<i32> = acked.lock().unwrap().keys().copied().collect();
+    assert!(all.is_subset(&present));
+    assert_counters_match_rows(&mut c, "new active");
+    let local = counters(&mut c);
+    let mut pg = pgtier_backend::connect(&backend).unwrap();
+    wait_for("write-through to drain", Duration::from_secs(60), || counters(&mut pg) == local);
+    assert_eq!(ids(&mut pg), present);
+    assert_counters_match_rows(&mut pg, "PostgreSQL");
 }
