@@ -121,6 +121,30 @@ pub struct StatusArgs {
     url: Option<String>,
 }
 
+/// `pgtier switchover`: `SELECT pgtier_switchover()` on the active.
+#[derive(Args)]
+#[command(
+    after_help = "Run it against the active of a pair with [replication] lease_ms. The active refuses new writes (25006),
+waits up to sync_timeout_ms for its standby to acknowledge everything durable, and gives the lease up; the
+standby takes it on its next poll and promotes. The old active stays read-only; re-seed it as the new standby
+(README, \"Automatic failover\"). Fails with 55000 when this server is not the active holding the lease or no
+standby is connected, 57014 when the standby did not catch up in time (writes then resume)."
+)]
+pub struct SwitchoverArgs {
+    /// The active pgtier server [default: $PGTIER_URL, else postgresql://$USER@127.0.0.1:5433/pgtier; password from the URL or $PGPASSWORD]
+    #[arg(long, env = "PGTIER_URL", hide_env_values = true)]
+    url: Option<String>,
+}
+
+pub fn switchover(args: SwitchoverArgs) -> anyhow::Result<()> {
+    let config = client_config(args.url.as_deref())?;
+    let mut client = connect(&config, None)?;
+    client.simple_query("SELECT pgtier_switchover()").map_err(|e| describe(&e))?;
+    println!("switchover: this server gave the lease up; its standby takes over on its next poll");
+    println!("{}", query_table(&mut client, "SELECT * FROM pgtier_replication")?);
+    Ok(())
+}
+
 pub fn status(args: StatusArgs) -> anyhow::Result<()> {
     let config = client_config(args.url.as_deref())?;
     let mut client = connect(&config, None)?;

@@ -46,6 +46,8 @@ enum Command {
     Verify(cache_cmd::VerifyArgs),
     /// One screen of a running pgtier: write-through lag and backlog, flash tier, cache groups.
     Status(cache_cmd::StatusArgs),
+    /// Hand an active's writes to its standby ([replication] lease_ms): it stops writing, waits for the standby, gives the lease up.
+    Switchover(cache_cmd::SwitchoverArgs),
     /// The flash tier of a running pgtier: status, enable, disable, resize (online).
     Tier(tier_cmd::TierArgs),
     /// Study 000 end to end (private PostgreSQL, TATP, baseline vs cache, rate cap, report); `demo flash`: the flash studies.
@@ -114,6 +116,7 @@ fn main() {
         Command::Cache(args) => cache_cmd::run(args),
         Command::Verify(args) => cache_cmd::verify(args),
         Command::Status(args) => cache_cmd::status(args),
+        Command::Switchover(args) => cache_cmd::switchover(args),
         Command::Tier(args) => tier_cmd::run(args),
         Command::Demo(args) => demo_cmd::run(*args),
         Command::Bench { command } => match command {

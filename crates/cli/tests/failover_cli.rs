@@ -578,7 +578,7 @@ fn a_switchover_hands_the_writes_over_without_loss() {
     wait_for("writes", Duration::from_secs(60), || acked.lock().unwrap().len() >= 300);
     let mut admin = connect(&a.url());
     let started = Instant::now();
-    admin.simple_query("SELECT pgtier_switchover()").unwrap();
+    pgtier(&["switchover", "--url", &a.url()]);
     let mut watch = connect(&b.url());
     wait_for("the standby to promote", Duration::from_secs(20), || {
         replication(&mut watch).is_ok_and(|r| r["role"] == "active")
