@@ -139,6 +139,24 @@ fn render_replication(r: &crate::replication::ReplicationStatus, out: &mut Out) 
         "Age of the oldest WAL sent and not yet acknowledged by the standby (0 when it has everything).",
         r.lag_ms as f64,
     );
+    out.metric(
+        "pgtier_replication_lease_info",
+        "gauge",
+        "The pair's lease as this server sees it (value 1): off, held, fenced, catching_up, waiting, stepped_down.",
+        &[(format!("{{state=\"{}\"}}", r.lease.state), 1.0)],
+    );
+    out.one(
+        "pgtier_replication_lease_epoch",
+        "gauge",
+        "The epoch of the lease this server holds (0: none).",
+        r.lease.epoch as f64,
+    );
+    out.one(
+        "pgtier_replication_lease_valid_ms",
+        "gauge",
+        "How long this server may still write on its lease without a renewal (0 unless held).",
+        r.lease.valid_ms as f64,
+    );
 }
 
 fn render(shared: &Shared) -> String {
