@@ -23,9 +23,6 @@ impl Binder<'_> {
         if cv.materialized {
             return Err(SqlError::unsupported("CREATE MATERIALIZED VIEW"));
         }
-        if cv.temporary {
-            return Err(SqlError::unsupported("CREATE TEMPORARY VIEW"));
-        }
         if cv.if_not_exists {
             // Not PostgreSQL's grammar.
             return Err(SqlError::syntax("syntax error at or near \"NOT\""));
@@ -47,7 +44,8 @@ impl Binder<'_> {
         if cv.columns.iter().any(|c| c.data_type.is_some() || c.options.is_some()) {
             return Err(SqlError::syntax("syntax error in the CREATE VIEW column list"));
         }
-        let name = self.new_relation_key(&cv.name)?;
+        // TEMP: in the session's temporary schema, as CREATE VIEW pg_temp.v.
+        let name = if cv.temporary { self.new_temp_key(&cv.name)? } else { self.new_relation_key(&cv.name)? };
         // Replacing a view is its owner's.
         if cv.or_replace
             && let Some(old) = self.catalog.table_by_name(&name).cloned()
