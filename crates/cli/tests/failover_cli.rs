@@ -260,6 +260,27 @@ fn cache_both_tables(active: &Node) {
     }
 }
 
+/// An active and its standby over `backend`, the events and counters
+/// cached, ready for a failover.
+fn ready_pair(tmp: &Path, backend: &str, node: &str, mode: &str, b_serves_standby: bool) -> (Node, Node) {
+    let mut a = Node::new(tmp, "a", node);
+    let mut b = Node::new(tmp, "b", node);
+    b.serves_standby = b_serves_standby;
+    a.start("active", None, mode, backend);
+    b.reseed_from(&a, mode, backend);
+    standby_ready(&a, &b);
+    cache_both_tables(&a);
+    (a, b)
+}
+
+/// Both members, for drivers that find the read-write one.
+fn multi_host_url(a: &Node, b: &Node) -> String {
+    format!(
+        "postgresql://app@127.0.0.1:{},127.0.0.1:{}/app?target_session_attrs=read-write&connect_timeout=2",
+        a.sql_port, b.sql_port
+    )
+}
+
 /// What one kill -9 round measured.
 struct Round {
     detect: Duration,
@@ -326,17 +347,8 @@ fn failover_rounds(mode: &str) {
     let async_mode = mode == "async";
     let backend = backend_tables(&format!("cli_failover_{mode}"));
     let tmp = tempfile::tempdir().unwrap();
-    let node = format!("fo{mode}");
-    let mut a = Node::new(tmp.path(), "a", &node);
-    let mut b = Node::new(tmp.path(), "b", &node);
-    a.start("active", None, mode, &backend);
-    b.reseed_from(&a, mode, &backend);
-    standby_ready(&a, &b);
-    cache_both_tables(&a);
-    let url = format!(
-        "postgresql://app@127.0.0.1:{},127.0.0.1:{}/app?target_session_attrs=read-write&connect_timeout=2",
-        a.sql_port, b.sql_port
-    );
+    let (mut a, mut b) = ready_pair(tmp.path(), &backend, &format!("fo{mode}"), mode, true);
+    let url = multi_host_url(&a, &b);
     let stop = Arc::new(AtomicBool::new(false));
     let acked: Ledger = Arc::new(Mutex::new(BTreeMap::new()));
     let writers = run_writers(&url, &stop, &acked);
@@ -562,16 +574,8 @@ fn partition(mode: &str) {
 fn a_switchover_hands_the_writes_over_without_loss() {
     let backend = backend_tables("cli_failover_switchover");
     let tmp = tempfile::tempdir().unwrap();
-    let mut a = Node::new(tmp.path(), "a", "foswitch");
-    let mut b = Node::new(tmp.path(), "b", "foswitch");
-    a.start("active", None, "async", &backend);
-    b.reseed_from(&a, "async", &backend);
-    standby_ready(&a, &b);
-    cache_both_tables(&a);
-    let url = format!(
-        "postgresql://app@127.0.0.1:{},127.0.0.1:{}/app?target_session_attrs=read-write&connect_timeout=2",
-        a.sql_port, b.sql_port
-    );
+    let (a, b) = ready_pair(tmp.path(), &backend, "foswitch", "async", true);
+    let url = multi_host_url(&a, &b);
     let stop = Arc::new(AtomicBool::new(false));
     let acked: Ledger = Arc::new(Mutex::new(BTreeMap::new()));
     let writers = run_writers(&url, &stop, &acked);
@@ -616,17 +620,8 @@ fn postgres_down_during_a_failover_delays_it_and_loses_nothing() {
     let mut cluster = pgtier_backend::PrivateCluster::start(pgtier_backend::ClusterOptions::default()).unwrap();
     let backend = tables_in(&cluster, "cli_failover_pgdown");
     let tmp = tempfile::tempdir().unwrap();
-    let mut a = Node::new(tmp.path(), "a", "fopgdown");
-    let mut b = Node::new(tmp.path(), "b", "fopgdown");
-    b.serves_standby = false;
-    a.start("active", None, "sync", &backend);
-    b.reseed_from(&a, "sync", &backend);
-    standby_ready(&a, &b);
-    cache_both_tables(&a);
-    let url = format!(
-        "postgresql://app@127.0.0.1:{},127.0.0.1:{}/app?target_session_attrs=read-write&connect_timeout=2",
-        a.sql_port, b.sql_port
-    );
+    let (mut a, b) = ready_pair(tmp.path(), &backend, "fopgdown", "sync", false);
+    let url = multi_host_url(&a, &b);
     let stop = Arc::new(AtomicBool::new(false));
     let acked: Ledger = Arc::new(Mutex::new(BTreeMap::new()));
     let writers = run_writers(&url, &stop, &acked);

@@ -347,6 +347,24 @@ fn replication_end(c: &mut postgres::Client) -> u64 {
     replication(c)["active_durable_lsn"].parse().unwrap()
 }
 
+/// An active and a standby seeded from it over `backend`, in sync mode,
+/// with `[cache]` lines `cache`: (active, its URL, standby, its URL).
+fn backend_pair(tmp: &Path, backend: &str, cache: &str) -> (Child, String, Child, String) {
+    let repl = format!("127.0.0.1:{}", free_port());
+    let extra = |role: &str| format!("{role}\nmode = \"sync\"\n[backend]\nurl = {backend:?}\n[cache]\n{cache}\n");
+    let active_config = tmp.join("active.toml");
+    write_config(&active_config, &tmp.join("active"), &extra(&format!("role = \"active\"\nlisten = \"{repl}\"")));
+    let (active, active_url) = serve(&active_config);
+    let backup = tmp.join("backup");
+    pgtier(&["backup", "--url", &active_url, backup.to_str().unwrap()]);
+    let standby_dir = tmp.join("standby");
+    pgtier(&["restore", "--standby", backup.to_str().unwrap(), standby_dir.to_str().unwrap()]);
+    let standby_config = tmp.join("standby.toml");
+    write_config(&standby_config, &standby_dir, &extra(&format!("role = \"standby\"\nprimary = \"{repl}\"")));
+    let (standby, standby_url) = serve(&standby_config);
+    (active, active_url, standby, standby_url)
+}
+
 /// AWT over the private PostgreSQL: kill -9 of the active under writers,
 /// promotion, drain. PostgreSQL ends with every acknowledged write exactly
 /// once (each writer's counter equals its rows; no acknowledged row
@@ -365,26 +383,8 @@ fn awt_resumes_on_the_promoted_standby_without_loss_or_repeat() {
     )
     .unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let repl = format!("127.0.0.1:{}", free_port());
-    let extra = |role: &str| {
-        format!(
-            "{role}\nmode = \"sync\"\n[backend]\nurl = {backend:?}\n[cache]\nawt_node = \"ha\"\nawt_apply_connections = 2\n"
-        )
-    };
-    let active_config = tmp.path().join("active.toml");
-    write_config(
-        &active_config,
-        &tmp.path().join("active"),
-        &extra(&format!("role = \"active\"\nlisten = \"{repl}\"")),
-    );
-    let (mut active, active_url) = serve(&active_config);
-    let backup = tmp.path().join("backup");
-    pgtier(&["backup", "--url", &active_url, backup.to_str().unwrap()]);
-    let standby_dir = tmp.path().join("standby");
-    pgtier(&["restore", "--standby", backup.to_str().unwrap(), standby_dir.to_str().unwrap()]);
-    let standby_config = tmp.path().join("standby.toml");
-    write_config(&standby_config, &standby_dir, &extra(&format!("role = \"standby\"\nprimary = \"{repl}\"")));
-    let (mut standby, standby_url) = serve(&standby_config);
+    let (mut active, active_url, mut standby, standby_url) =
+        backend_pair(tmp.path(), &backend, "awt_node = \"ha\"\nawt_apply_connections = 2");
     let mut a = connect(&active_url);
     for statement in [
         "CREATE AWT CACHE GROUP ge FROM events",
@@ -451,23 +451,7 @@ fn a_dynamic_group_on_a_standby_refuses_what_it_would_load() {
     )
     .unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let repl = format!("127.0.0.1:{}", free_port());
-    let extra =
-        |role: &str| format!("{role}\nmode = \"sync\"\n[backend]\nurl = {backend:?}\n[cache]\nawt_node = \"dyn\"\n");
-    let active_config = tmp.path().join("active.toml");
-    write_config(
-        &active_config,
-        &tmp.path().join("active"),
-        &extra(&format!("role = \"active\"\nlisten = \"{repl}\"")),
-    );
-    let (mut active, active_url) = serve(&active_config);
-    let backup = tmp.path().join("backup");
-    pgtier(&["backup", "--url", &active_url, backup.to_str().unwrap()]);
-    let standby_dir = tmp.path().join("standby");
-    pgtier(&["restore", "--standby", backup.to_str().unwrap(), standby_dir.to_str().unwrap()]);
-    let standby_config = tmp.path().join("standby.toml");
-    write_config(&standby_config, &standby_dir, &extra(&format!("role = \"standby\"\nprimary = \"{repl}\"")));
-    let (mut standby, standby_url) = serve(&standby_config);
+    let (mut active, active_url, mut standby, standby_url) = backend_pair(tmp.path(), &backend, "awt_node = \"dyn\"");
     let mut a = connect(&active_url);
     a.batch_execute("CREATE DYNAMIC AWT CACHE GROUP gi FROM items").unwrap();
     // Key 7 is loaded on the active by its miss; key 8 never is.
