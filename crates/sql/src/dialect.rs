@@ -414,6 +414,19 @@ impl Dialect for PgDialect {
         {
             return parser.maybe_parse(parse_interval_with_precision).transpose();
         }
+        // `f(..., VARIADIC ARRAY[...])`: kept as a prefixed argument the
+        // binder spreads (bind/function.rs). Only before what cannot be an
+        // alias, so a column named variadic still parses.
+        if matches!(&parser.peek_token_ref().token, Token::Word(w) if w.keyword == Keyword::VARIADIC)
+            && matches!(&parser.peek_nth_token_ref(1).token,
+                Token::Word(w) if w.keyword == Keyword::ARRAY || w.keyword == Keyword::NULL)
+        {
+            let prefix = match parser.next_token().token {
+                Token::Word(w) => w.into_ident(parser.peek_token_ref().span),
+                _ => return None,
+            };
+            return Some(parser.parse_expr().map(|value| Expr::Prefixed { prefix, value: Box::new(value) }));
+        }
         let op = match &parser.peek_token_ref().token {
             Token::Minus => UnaryOperator::Minus,
             Token::Plus => UnaryOperator::Plus,
@@ -884,8 +897,9 @@ mod tests {
                 let merge = upper.starts_with("MERGE");
                 // So are CREATE TABLE AS's column-name list and WITH [NO] DATA.
                 let create_as = upper.starts_with("CREATE") && upper.contains(" AS ");
-                // And RESET TIME ZONE, SET CONSTRAINTS, and interval(p)
-                // 'literal' (sqlparser drops the precision).
+                // And RESET TIME ZONE, SET CONSTRAINTS, interval(p)
+                // 'literal' (sqlparser drops the precision) and a
+                // VARIADIC argument.
                 // And the role statements sqlparser reads as other dialects'
                 // (CREATE/ALTER USER) or not at all (role membership).
                 let role_form = upper.starts_with("CREATE USER")
@@ -896,6 +910,7 @@ mod tests {
                     || upper.starts_with("RESET TIME ZONE")
                     || upper.starts_with("SET CONSTRAINTS")
                     || upper.contains("INTERVAL(")
+                    || upper.contains("VARIADIC ")
                     || upper.contains(" ATTACH PARTITION ")
                     || upper.contains(" DETACH PARTITION ")
                     || (upper.contains("(LIKE ") && upper.contains("CLUDING "));

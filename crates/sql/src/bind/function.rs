@@ -35,8 +35,17 @@ impl Binder<'_> {
                 let mut args = Vec::new();
                 let mut named = Vec::new();
                 let mut star = false;
-                for a in &list.args {
+                for (k, a) in list.args.iter().enumerate() {
                     match a {
+                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(ast::Expr::Prefixed {
+                            prefix,
+                            value,
+                        })) if prefix.value.eq_ignore_ascii_case("variadic") => {
+                            if k + 1 != list.args.len() {
+                                return Err(SqlError::syntax("syntax error: VARIADIC must be the last argument"));
+                            }
+                            args.extend(variadic_elements(&name, k, value)?);
+                        }
                         ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) if named.is_empty() => {
                             args.push(e.clone())
                         }
@@ -236,6 +245,72 @@ impl Binder<'_> {
 }
 
 /// A function's name: `pg_catalog.f` is `f`.
+/// Built-in functions with a VARIADIC parameter whose call with
+/// `VARIADIC ARRAY[a, b]` is their call with `a, b`, and how many
+/// parameters come before it (the VARIADIC argument's place).
+const VARIADIC_FUNCTIONS: &[(&str, usize)] = &[
+    ("concat", 0),
+    ("concat_ws", 1),
+    ("format", 1),
+    ("json_build_array", 0),
+    ("json_build_object", 0),
+    ("jsonb_build_array", 0),
+    ("jsonb_build_object", 0),
+    ("json_extract_path", 1),
+    ("json_extract_path_text", 1),
+    ("jsonb_extract_path", 1),
+    ("jsonb_extract_path_text", 1),
+];
+
+/// `f(..., VARIADIC ARRAY[e1, e2])` spread as `f(..., e1, e2)`, which is
+/// exactly the same call when the constructor is one-dimensional and its
+/// elements are literals of one kind (strings, numbers, booleans or NULL),
+/// so the array's element type is theirs. Other forms (an array column,
+/// NULL, a nested or empty constructor, mixed literals) are refused.
+fn variadic_elements(function: &str, place: usize, value: &ast::Expr) -> Result<Vec<ast::Expr>> {
+    let refuse = || SqlError::unsupported(format!("{function}(VARIADIC {})", truncate(&value.to_string())));
+    match VARIADIC_FUNCTIONS.iter().find(|(name, _)| *name == function) {
+        Some(&(_, fixed)) if fixed == place => {}
+        // PostgreSQL: no such function (the array is not where its
+        // variadic parameter is), or not a variadic one.
+        Some(_) => {
+            return Err(SqlError::new(
+                "42883",
+                format!("function {function} with VARIADIC at argument {} does not exist", place + 1),
+            ));
+        }
+        None => return Err(refuse()),
+    }
+    let ast::Expr::Array(ast::Array { elem, named: true }) = value else { return Err(refuse()) };
+    let kind = |e: &ast::Expr| -> Option<u8> {
+        match e {
+            ast::Expr::Value(v) => match &v.value {
+                ast::Value::SingleQuotedString(_) => Some(1),
+                ast::Value::Number(..) => Some(2),
+                ast::Value::Boolean(_) => Some(3),
+                ast::Value::Null => Some(0),
+                _ => None,
+            },
+            ast::Expr::UnaryOp { op: ast::UnaryOperator::Minus, expr } => {
+                matches!(expr.as_ref(), ast::Expr::Value(v) if matches!(v.value, ast::Value::Number(..))).then_some(2)
+            }
+            _ => None,
+        }
+    };
+    let mut seen = 0u8;
+    for e in elem {
+        match kind(e) {
+            Some(0) => {}
+            Some(k) if seen == 0 || seen == k => seen = k,
+            _ => return Err(refuse()),
+        }
+    }
+    if elem.is_empty() {
+        return Err(refuse());
+    }
+    Ok(elem.clone())
+}
+
 pub(super) fn function_name(name: &ObjectName) -> Result<String> {
     match parts(name)?.as_slice() {
         [n] => Ok(n.clone()),
