@@ -261,7 +261,12 @@ impl Binder<'_> {
             Some(ast::ReferentialAction::SetNull) => FkAction::SetNull,
             Some(ast::ReferentialAction::SetDefault) => return Err(SqlError::unsupported("ON DELETE SET DEFAULT")),
         };
-        let parent_table = self.relation_key(&fk.foreign_table)?;
+        let mut parent_table = self.relation_key(&fk.foreign_table)?;
+        // A temporary table referencing itself: the name is not in the
+        // catalog yet, and PostgreSQL resolves it in pg_temp, first.
+        if self.creating_temp && self.catalog.table_by_name(&parent_table).is_none() {
+            parent_table = self.new_temp_key(&fk.foreign_table)?;
+        }
         if let Some(parent) = self.catalog.table_by_name(&parent_table).cloned() {
             self.need(&parent, crate::catalog::roles::Privs::REFERENCES);
         }
