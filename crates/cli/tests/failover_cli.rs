@@ -563,6 +563,18 @@ fn partition(mode: &str) {
     wait_for("write-through to drain", Duration::from_secs(60), || counters(&mut pg) == local);
     assert_eq!(ids(&mut pg), ids(&mut c));
     assert_counters_match_rows(&mut pg, "PostgreSQL");
+    // Restarted, the old active may not be the active again: the other
+    // member holds the lease. It says so and exits.
+    drop(old);
+    a.kill(libc::SIGKILL);
+    let out = Command::new(env!("CARGO_BIN_EXE_pgtier"))
+        .args(["serve", "--config"])
+        .arg(a.dir.with_extension("toml"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the old active started as the active again: {stderr}");
+    assert!(stderr.contains("holds the pair's lease") && stderr.contains("re-seed"), "{stderr}");
 }
 
 /// `SELECT pgtier_switchover()` on the active under writers: it stops
