@@ -306,7 +306,7 @@ impl Binder<'_> {
                 }
                 (JsonFunc::ExtractPath { jsonb, text }, out, if text { DataType::Text } else { json_t })
             }
-            "set" if jsonb => {
+            "set" | "insert" if jsonb => {
                 arity(3, 4)?;
                 let mut out = Vec::new();
                 for (k, (e, t)) in bound.into_iter().enumerate() {
@@ -316,7 +316,15 @@ impl Binder<'_> {
                         _ => self.json_arg(e, t, DataType::Jsonb, sig)?,
                     });
                 }
-                (JsonFunc::Set, out, DataType::Jsonb)
+                (if base == "set" { JsonFunc::Set } else { JsonFunc::Insert }, out, DataType::Jsonb)
+            }
+            "object" => {
+                arity(1, 2)?;
+                let mut out = Vec::new();
+                for (e, t) in bound {
+                    out.push(self.text_array_arg(e, t, &|| SqlError::undefined_function(sig))?);
+                }
+                (JsonFunc::Object { jsonb }, out, json_t)
             }
             "each" | "each_text" | "array_elements" | "array_elements_text" | "object_keys" => {
                 return Err(SqlError::unsupported(format!(
