@@ -9,7 +9,7 @@ use sqlparser::ast;
 use super::{Binder, ExprCtx, Scope, Ty};
 use crate::error::{Result, SqlError};
 use crate::expr::{Expr, Func};
-use crate::value::json::{JsonFunc, JsonSrf, TEXT_ARRAY_MARK};
+use crate::value::json::{JsonFunc, JsonSrf, PathFunc, TEXT_ARRAY_MARK};
 use crate::value::types::{self, Elem};
 use crate::value::{self, Category, category, type_name};
 
@@ -33,17 +33,88 @@ pub(super) fn json_srf(name: &str) -> Option<JsonSrf> {
         "array_elements" => JsonSrf::ArrayElements { jsonb, text: false },
         "array_elements_text" => JsonSrf::ArrayElements { jsonb, text: true },
         "object_keys" => JsonSrf::ObjectKeys { jsonb },
+        "path_query" if jsonb => JsonSrf::PathQuery,
         _ => return None,
     })
 }
 
 impl Binder<'_> {
-    /// The argument of a set-returning json function.
-    pub(super) fn json_srf_arg(&mut self, srf: JsonSrf, e: Expr, t: Ty, sig: &str) -> Result<Expr> {
+    /// The arguments of a set-returning json function.
+    pub(super) fn json_srf_args(&mut self, srf: JsonSrf, args: Vec<(Expr, Ty)>, sig: &str) -> Result<Vec<Expr>> {
         let jsonb = match srf {
             JsonSrf::Each { jsonb, .. } | JsonSrf::ArrayElements { jsonb, .. } | JsonSrf::ObjectKeys { jsonb } => jsonb,
+            JsonSrf::PathQuery => return self.path_args(args, sig),
         };
-        self.json_arg(e, t, if jsonb { DataType::Jsonb } else { DataType::Json }, sig)
+        let [(e, t)] = <[(Expr, Ty); 1]>::try_from(args).map_err(|_| SqlError::undefined_function(sig))?;
+        Ok(vec![self.json_arg(e, t, if jsonb { DataType::Jsonb } else { DataType::Json }, sig)?])
+    }
+
+    /// (target jsonb, path jsonpath [, vars jsonb [, silent bool]]).
+    fn path_args(&mut self, bound: Vec<(Expr, Ty)>, sig: &str) -> Result<Vec<Expr>> {
+        if !(2..=4).contains(&bound.len()) {
+            return Err(SqlError::undefined_function(sig));
+        }
+        let mut out = Vec::new();
+        for (k, (e, t)) in bound.into_iter().enumerate() {
+            out.push(match k {
+                1 => path_arg(e, t, &|| SqlError::undefined_function(sig))?,
+                3 => self.boolean(e, t, "silent").map_err(|_| SqlError::undefined_function(sig))?,
+                _ => self.json_arg(e, t, DataType::Jsonb, sig)?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// jsonb_path_exists, _match, _query_array, _query_first.
+    fn path_function(
+        &mut self,
+        name: &str,
+        base: &str,
+        bound: Vec<(Expr, Ty)>,
+        sig: &str,
+    ) -> Result<Option<(Expr, Ty)>> {
+        let f = match base {
+            "path_exists" => PathFunc::Exists,
+            "path_match" => PathFunc::Match,
+            "path_query_array" => PathFunc::QueryArray,
+            "path_query_first" => PathFunc::QueryFirst,
+            "path_query" => {
+                return Err(SqlError::unsupported(format!(
+                    "{name} in this position (set-returning json functions are supported in FROM and alone in a select list without FROM)"
+                )));
+            }
+            _ => return Err(SqlError::unsupported(format!("function {name}"))),
+        };
+        let rt = if matches!(f, PathFunc::Exists | PathFunc::Match) { DataType::Bool } else { DataType::Jsonb };
+        Ok(Some((Expr::Func(Func::Json(JsonFunc::Path(f)), self.path_args(bound, sig)?), Some(rt))))
+    }
+
+    /// `jsonb @? jsonpath` and `jsonb @@ jsonpath` (silent
+    /// jsonb_path_exists / jsonb_path_match); None for other operators.
+    fn path_op(
+        &mut self,
+        left: &ast::Expr,
+        op: &ast::BinaryOperator,
+        right: &ast::Expr,
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<Option<(Expr, Ty)>> {
+        use ast::BinaryOperator as B;
+        let f = match op {
+            B::AtQuestion => PathFunc::ExistsOp,
+            B::AtAt => PathFunc::MatchOp,
+            _ => return Ok(None),
+        };
+        let (x, xt) = self.expr(left, scope, ctx)?;
+        let (y, yt) = self.expr(right, scope, ctx)?;
+        let x = match xt {
+            Some(DataType::Jsonb) => x,
+            None if f == PathFunc::ExistsOp => self.coerce(x, None, DataType::Jsonb, "@?")?,
+            // text @@ text and the text search operators.
+            _ => return Err(SqlError::unsupported(format!("operator {op} on {}", name_of(xt)))),
+        };
+        let y = path_arg(y, yt, &|| SqlError::undefined_operator(&format!("jsonb {op} {}", name_of(yt))))?;
+        Ok(Some((Expr::Func(Func::Json(JsonFunc::Path(f)), vec![x, y]), Some(DataType::Bool))))
     }
 
     /// The json operators (`->`, `->>`, `#>`, `#>>`, `@>`, `<@`, `?`,
@@ -57,6 +128,9 @@ impl Binder<'_> {
         ctx: &mut ExprCtx,
     ) -> Result<Option<(Expr, Ty)>> {
         use ast::BinaryOperator as B;
+        if let Some(done) = self.path_op(left, op, right, scope, ctx)? {
+            return Ok(Some(done));
+        }
         if !matches!(
             op,
             B::Arrow
@@ -318,6 +392,7 @@ impl Binder<'_> {
                 }
                 (if base == "set" { JsonFunc::Set } else { JsonFunc::Insert }, out, DataType::Jsonb)
             }
+            b if jsonb && b.starts_with("path_") => return self.path_function(name, b, bound, sig),
             "object" => {
                 arity(1, 2)?;
                 let mut out = Vec::new();
@@ -334,6 +409,70 @@ impl Binder<'_> {
             _ => return Err(SqlError::unsupported(format!("function {name}"))),
         };
         Ok(Some((Expr::Func(Func::Json(f), args), Some(rt))))
+    }
+}
+
+/// A named argument (`silent => true`) of a jsonb_path_ function.
+pub(super) fn named_arg(a: &ast::FunctionArg, fname: &str) -> Result<(String, ast::Expr)> {
+    match a {
+        ast::FunctionArg::Named { name, arg: ast::FunctionArgExpr::Expr(e), .. }
+        | ast::FunctionArg::ExprNamed {
+            name: ast::Expr::Identifier(name), arg: ast::FunctionArgExpr::Expr(e), ..
+        } => Ok((super::ident(name), e.clone())),
+        ast::FunctionArg::Unnamed(_) => Err(SqlError::syntax("positional argument cannot follow named argument")),
+        _ => Err(SqlError::unsupported(format!("argument form in {fname}()"))),
+    }
+}
+
+/// The positional arguments of a jsonb_path_ call with named ones
+/// (target, path, vars default '{}', silent default false).
+pub(super) fn path_named_args(
+    args: Vec<ast::Expr>,
+    named: Vec<(String, ast::Expr)>,
+    fname: &str,
+) -> Result<Vec<ast::Expr>> {
+    const NAMES: [&str; 4] = ["target", "path", "vars", "silent"];
+    let undefined = || SqlError::undefined_function(&format!("{fname} with these named arguments"));
+    let mut slots: Vec<Option<ast::Expr>> = vec![None; NAMES.len()];
+    if args.len() > NAMES.len() {
+        return Err(undefined());
+    }
+    for (k, e) in args.into_iter().enumerate() {
+        slots[k] = Some(e);
+    }
+    for (n, e) in named {
+        let k = NAMES.iter().position(|x| *x == n).ok_or_else(undefined)?;
+        if slots[k].is_some() {
+            return Err(undefined());
+        }
+        slots[k] = Some(e);
+    }
+    if slots[3].is_some() && slots[2].is_none() {
+        slots[2] = Some(ast::Expr::value(ast::Value::SingleQuotedString("{}".to_owned())));
+    }
+    let mut out = Vec::new();
+    for (k, s) in slots.into_iter().enumerate() {
+        match s {
+            Some(e) => out.push(e),
+            None if k < 2 => return Err(undefined()),
+            None => break,
+        }
+    }
+    Ok(out)
+}
+
+/// A jsonpath argument: pgtier has no jsonpath type, so an untyped
+/// literal, read (and its syntax checked, 42601) here; a typed value has
+/// no implicit cast to jsonpath in PostgreSQL either.
+fn path_arg(e: Expr, t: Ty, undefined: &dyn Fn() -> SqlError) -> Result<Expr> {
+    match (e, t) {
+        (Expr::Const(Value::Text(s)), None) => {
+            crate::expr::jsonpath::parse(&s)?;
+            Ok(Expr::Const(Value::Text(s)))
+        }
+        (Expr::Const(Value::Null), None) => Ok(Expr::Const(Value::Null)),
+        (_, None) => Err(SqlError::unsupported("a jsonpath other than a literal (pgtier has no jsonpath type)")),
+        (_, Some(_)) => Err(undefined()),
     }
 }
 

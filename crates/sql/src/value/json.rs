@@ -67,6 +67,8 @@ pub enum JsonFunc {
     Object {
         jsonb: bool,
     },
+    /// The jsonpath functions and operators (evaluated by expr/jsonpath_eval.rs).
+    Path(PathFunc),
     StripNulls {
         jsonb: bool,
     },
@@ -76,6 +78,23 @@ pub enum JsonFunc {
         jsonb: bool,
         text: bool,
     },
+}
+
+/// The scalar jsonpath functions and operators: (target, path[, vars[, silent]]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathFunc {
+    /// jsonb_path_exists.
+    Exists,
+    /// jsonb_path_match.
+    Match,
+    /// `@?` (jsonb_path_exists, silent).
+    ExistsOp,
+    /// `@@` (jsonb_path_match, silent).
+    MatchOp,
+    QueryArray,
+    QueryFirst,
+    /// jsonb_path_query (set-returning; only as JsonSrf::PathQuery).
+    Query,
 }
 
 /// Set-returning json functions (FROM, or alone in a select list).
@@ -93,6 +112,9 @@ pub enum JsonSrf {
     ObjectKeys {
         jsonb: bool,
     },
+    /// jsonb_path_query(target, path [, vars [, silent]]): rows are made
+    /// by expr/jsonpath_eval.rs.
+    PathQuery,
 }
 
 impl JsonSrf {
@@ -111,6 +133,7 @@ impl JsonSrf {
             JsonSrf::Each { jsonb, text } => vec![("key", DataType::Text), ("value", vt(jsonb, text))],
             JsonSrf::ArrayElements { jsonb, text } => vec![("value", vt(jsonb, text))],
             JsonSrf::ObjectKeys { .. } => vec![("", DataType::Text)],
+            JsonSrf::PathQuery => vec![("", DataType::Jsonb)],
         }
     }
 }
@@ -665,6 +688,7 @@ pub fn eval(f: JsonFunc, vals: &[Value]) -> Result<Value> {
         JsonFunc::BuildObject { jsonb } => return build_object(vals, jsonb),
         JsonFunc::BuildArray { jsonb } => return build_array(vals, jsonb),
         JsonFunc::ObjectAggKey => return object_agg_key(arg(0)),
+        JsonFunc::Path(_) => return Err(SqlError::unsupported("a jsonpath function here")),
         _ => {}
     }
     if vals.iter().any(Value::is_null) {
@@ -725,7 +749,9 @@ pub fn eval(f: JsonFunc, vals: &[Value]) -> Result<Value> {
         JsonFunc::StripNulls { jsonb: true } => jsonb_value(strip_nulls(tree(arg(0))?)),
         JsonFunc::StripNulls { jsonb: false } => Value::Json(json_strip_nulls(arg(0).as_json_text())?),
         JsonFunc::Pretty => Value::Text(tree(arg(0))?.to_pretty_text()),
-        JsonFunc::BuildObject { .. } | JsonFunc::BuildArray { .. } | JsonFunc::ObjectAggKey => Value::Null,
+        JsonFunc::BuildObject { .. } | JsonFunc::BuildArray { .. } | JsonFunc::ObjectAggKey | JsonFunc::Path(_) => {
+            Value::Null
+        }
     })
 }
 
@@ -830,6 +856,7 @@ fn build_array(vals: &[Value], jsonb: bool) -> Result<Value> {
 pub fn srf_rows(f: JsonSrf, doc: &Value) -> Result<Vec<Vec<Value>>> {
     let name = |what: &str, jsonb: bool| format!("{}_{what}", type_label(jsonb));
     match f {
+        JsonSrf::PathQuery => Err(SqlError::unsupported("jsonb_path_query here")),
         JsonSrf::Each { jsonb, text } => {
             let refuse = |kind: &str| {
                 SqlError::new(
