@@ -597,7 +597,7 @@ fn table_function_args(fname: &str, args: &[ast::FunctionArg]) -> Result<Vec<ast
     for a in args {
         match a {
             ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) if named.is_empty() => exprs.push(e.clone()),
-            a if fname.starts_with("jsonb_path_") => named.push(super::json::named_arg(a, fname)?),
+            a if super::json::takes_named_args(fname) => named.push(super::json::named_arg(a, fname)?),
             _ => return Err(SqlError::unsupported(format!("argument form in {fname}()"))),
         }
     }

@@ -56,11 +56,11 @@ impl Binder<'_> {
                         } if name == "make_interval" => {
                             named.push((arg_name.value.clone(), e.clone()));
                         }
-                        a if name.starts_with("jsonb_path_") => named.push(super::json::named_arg(a, &name)?),
+                        a if super::json::takes_named_args(&name) => named.push(super::json::named_arg(a, &name)?),
                         _ => return Err(SqlError::unsupported(format!("argument form in {name}()"))),
                     }
                 }
-                if name.starts_with("jsonb_path_") && !named.is_empty() {
+                if super::json::takes_named_args(&name) && !named.is_empty() {
                     args = super::json::path_named_args(args, std::mem::take(&mut named), &name)?;
                 }
                 if name == "make_interval" {

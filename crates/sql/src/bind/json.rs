@@ -65,6 +65,27 @@ impl Binder<'_> {
         Ok(out)
     }
 
+    /// jsonb_set, jsonb_insert, jsonb_set_lax: (target, path, new [, flag
+    /// [, null_value_treatment]]).
+    fn set_function(&mut self, base: &str, bound: Vec<(Expr, Ty)>, sig: &str) -> Result<(JsonFunc, Vec<Expr>)> {
+        let name = format!("jsonb_{base}");
+        let mut out = Vec::new();
+        for (k, (e, t)) in bound.into_iter().enumerate() {
+            out.push(match k {
+                1 => self.text_array_arg(e, t, &|| SqlError::undefined_function(sig))?,
+                3 => self.boolean(e, t, &name).map_err(|_| SqlError::undefined_function(sig))?,
+                4 => self.text_arg(e, t, &name).map_err(|_| SqlError::undefined_function(sig))?,
+                _ => self.json_arg(e, t, DataType::Jsonb, sig)?,
+            });
+        }
+        let f = match base {
+            "set" => JsonFunc::Set,
+            "insert" => JsonFunc::Insert,
+            _ => JsonFunc::SetLax,
+        };
+        Ok((f, out))
+    }
+
     /// jsonb_path_exists, _match, _query_array, _query_first.
     fn path_function(
         &mut self,
@@ -380,17 +401,10 @@ impl Binder<'_> {
                 }
                 (JsonFunc::ExtractPath { jsonb, text }, out, if text { DataType::Text } else { json_t })
             }
-            "set" | "insert" if jsonb => {
-                arity(3, 4)?;
-                let mut out = Vec::new();
-                for (k, (e, t)) in bound.into_iter().enumerate() {
-                    out.push(match k {
-                        1 => self.text_array_arg(e, t, &|| SqlError::undefined_function(sig))?,
-                        3 => self.boolean(e, t, name).map_err(|_| SqlError::undefined_function(sig))?,
-                        _ => self.json_arg(e, t, DataType::Jsonb, sig)?,
-                    });
-                }
-                (if base == "set" { JsonFunc::Set } else { JsonFunc::Insert }, out, DataType::Jsonb)
+            "set" | "insert" | "set_lax" if jsonb => {
+                arity(3, if base == "set_lax" { 5 } else { 4 })?;
+                let (f, out) = self.set_function(base, bound, sig)?;
+                (f, out, DataType::Jsonb)
             }
             b if jsonb && b.starts_with("path_") => return self.path_function(name, b, bound, sig),
             "object" => {
@@ -424,39 +438,49 @@ pub(super) fn named_arg(a: &ast::FunctionArg, fname: &str) -> Result<(String, as
     }
 }
 
-/// The positional arguments of a jsonb_path_ call with named ones
-/// (target, path, vars default '{}', silent default false).
+/// The json functions pgtier calls with `name => value` arguments.
+pub(super) fn takes_named_args(fname: &str) -> bool {
+    fname.starts_with("jsonb_path_") || fname == "jsonb_set_lax"
+}
+
+/// The positional arguments of a call with named ones: jsonb_path_
+/// (target, path, vars default '{}', silent default false) or
+/// jsonb_set_lax (jsonb_in, path, replacement, create_if_missing default
+/// true, null_value_treatment default 'use_json_null').
 pub(super) fn path_named_args(
     args: Vec<ast::Expr>,
     named: Vec<(String, ast::Expr)>,
     fname: &str,
 ) -> Result<Vec<ast::Expr>> {
-    const NAMES: [&str; 4] = ["target", "path", "vars", "silent"];
+    let text = |s: &str| Some(ast::Expr::value(ast::Value::SingleQuotedString(s.to_owned())));
+    let boolean = |b: bool| Some(ast::Expr::value(ast::Value::Boolean(b)));
+    let (names, defaults): (&[&str], Vec<Option<ast::Expr>>) = if fname == "jsonb_set_lax" {
+        (
+            &["jsonb_in", "path", "replacement", "create_if_missing", "null_value_treatment"],
+            vec![None, None, None, boolean(true), text("use_json_null")],
+        )
+    } else {
+        (&["target", "path", "vars", "silent"], vec![None, None, text("{}"), boolean(false)])
+    };
     let undefined = || SqlError::undefined_function(&format!("{fname} with these named arguments"));
-    let mut slots: Vec<Option<ast::Expr>> = vec![None; NAMES.len()];
-    if args.len() > NAMES.len() {
+    let mut slots: Vec<Option<ast::Expr>> = vec![None; names.len()];
+    if args.len() > names.len() {
         return Err(undefined());
     }
     for (k, e) in args.into_iter().enumerate() {
         slots[k] = Some(e);
     }
     for (n, e) in named {
-        let k = NAMES.iter().position(|x| *x == n).ok_or_else(undefined)?;
+        let k = names.iter().position(|x| *x == n).ok_or_else(undefined)?;
         if slots[k].is_some() {
             return Err(undefined());
         }
         slots[k] = Some(e);
     }
-    if slots[3].is_some() && slots[2].is_none() {
-        slots[2] = Some(ast::Expr::value(ast::Value::SingleQuotedString("{}".to_owned())));
-    }
+    let given = slots.iter().rposition(Option::is_some).map_or(0, |k| k + 1);
     let mut out = Vec::new();
-    for (k, s) in slots.into_iter().enumerate() {
-        match s {
-            Some(e) => out.push(e),
-            None if k < 2 => return Err(undefined()),
-            None => break,
-        }
+    for (s, d) in slots.into_iter().zip(defaults).take(given) {
+        out.push(s.or(d).ok_or_else(undefined)?);
     }
     Ok(out)
 }

@@ -63,6 +63,9 @@ pub enum JsonFunc {
     Set,
     /// jsonb_insert(target, path, new [, insert_after]).
     Insert,
+    /// jsonb_set_lax(target, path, new [, create [, null_value_treatment]])
+    /// (not strict in `new`).
+    SetLax,
     /// json[b]_object(text[]) and json[b]_object(keys text[], values text[]).
     Object {
         jsonb: bool,
@@ -632,6 +635,43 @@ fn set_path(j: Json, path: &[Option<String>], new: &Json, mode: SetMode, level: 
     })
 }
 
+/// jsonb_set_lax: jsonb_set unless the new value is SQL NULL, then what
+/// null_value_treatment says (compared case-sensitively, as PostgreSQL does).
+fn set_lax(vals: &[Value]) -> Result<Value> {
+    let arg = |i: usize| vals.get(i).unwrap_or(&Value::Null);
+    if arg(0).is_null() || arg(1).is_null() || (vals.len() > 3 && arg(3).is_null()) {
+        return Ok(Value::Null);
+    }
+    let bad_treatment = || {
+        SqlError::new(
+            "22023",
+            "null_value_treatment must be \"delete_key\", \"return_target\", \"use_json_null\", or \"raise_exception\"",
+        )
+    };
+    if vals.len() > 4 && arg(4).is_null() {
+        return Err(bad_treatment());
+    }
+    let create = vals.len() < 4 || matches!(arg(3), Value::Bool(true));
+    let path = text_array(arg(1))?;
+    let set = |new: &Json| -> Result<Value> {
+        Ok(jsonb_value(set_path(tree(arg(0))?, &path, new, SetMode::Set { create }, 0)?))
+    };
+    if !arg(2).is_null() {
+        return set(&tree(arg(2))?);
+    }
+    match if vals.len() > 4 { arg(4).as_str().unwrap_or("") } else { "use_json_null" } {
+        "raise_exception" => Err(SqlError::new("22004", "JSON value must not be null")
+            .with_detail("Exception was raised because null_value_treatment is \"raise_exception\".")
+            .with_hint(
+                "To avoid, either change the null_value_treatment argument or ensure that an SQL NULL is not passed.",
+            )),
+        "use_json_null" => set(&Json::Null),
+        "delete_key" => Ok(jsonb_value(delete_path(tree(arg(0))?, &path)?)),
+        "return_target" => Ok(arg(0).clone()),
+        _ => Err(bad_treatment()),
+    }
+}
+
 fn strip_nulls(j: Json) -> Json {
     match j {
         Json::Object(pairs) => Json::Object(
@@ -689,6 +729,7 @@ pub fn eval(f: JsonFunc, vals: &[Value]) -> Result<Value> {
         JsonFunc::BuildArray { jsonb } => return build_array(vals, jsonb),
         JsonFunc::ObjectAggKey => return object_agg_key(arg(0)),
         JsonFunc::Path(_) => return Err(SqlError::unsupported("a jsonpath function here")),
+        JsonFunc::SetLax => return set_lax(vals),
         _ => {}
     }
     if vals.iter().any(Value::is_null) {
@@ -749,9 +790,11 @@ pub fn eval(f: JsonFunc, vals: &[Value]) -> Result<Value> {
         JsonFunc::StripNulls { jsonb: true } => jsonb_value(strip_nulls(tree(arg(0))?)),
         JsonFunc::StripNulls { jsonb: false } => Value::Json(json_strip_nulls(arg(0).as_json_text())?),
         JsonFunc::Pretty => Value::Text(tree(arg(0))?.to_pretty_text()),
-        JsonFunc::BuildObject { .. } | JsonFunc::BuildArray { .. } | JsonFunc::ObjectAggKey | JsonFunc::Path(_) => {
-            Value::Null
-        }
+        JsonFunc::BuildObject { .. }
+        | JsonFunc::BuildArray { .. }
+        | JsonFunc::ObjectAggKey
+        | JsonFunc::Path(_)
+        | JsonFunc::SetLax => Value::Null,
     })
 }
 
