@@ -642,15 +642,15 @@ pub fn eval(f: PathFunc, vals: &[Value]) -> Result<Value> {
     let first = matches!(f, PathFunc::Exists | PathFunc::ExistsOp) && !path.strict;
     let (items, error) = run(&path, &target, &vars, first);
     let jsonb = |j: &Json| Value::Jsonb(j.clone().into_jsonb().to_jsonb_text());
+    // A silenced error: jsonb_path_exists answers NULL; the others answer
+    // from the items found before it, as PostgreSQL does.
     if let Some(e) = error {
         if !silent || is_hard(&e) {
             return Err(e);
         }
-        return Ok(match f {
-            PathFunc::QueryArray => Value::Jsonb(Json::Array(items).into_jsonb().to_jsonb_text()),
-            PathFunc::QueryFirst => items.first().map_or(Value::Null, jsonb),
-            _ => Value::Null,
-        });
+        if matches!(f, PathFunc::Exists | PathFunc::ExistsOp) {
+            return Ok(Value::Null);
+        }
     }
     Ok(match f {
         PathFunc::Exists | PathFunc::ExistsOp => Value::Bool(!items.is_empty()),
