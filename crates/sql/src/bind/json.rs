@@ -86,6 +86,27 @@ impl Binder<'_> {
         Ok((f, out))
     }
 
+    /// The functions behind jsonb's operators: jsonb_contains (`@>`),
+    /// jsonb_contained (`<@`), jsonb_exists (`?`), _exists_any (`?|`),
+    /// _exists_all (`?&`).
+    fn operator_function(&mut self, base: &str, bound: Vec<(Expr, Ty)>, sig: &str) -> Result<(Expr, Ty)> {
+        let undefined = || SqlError::undefined_function(sig);
+        let mut it = bound.into_iter();
+        let ((x, xt), (y, yt)) = match (it.next(), it.next()) {
+            (Some(a), Some(b)) => (a, b),
+            _ => return Err(undefined()),
+        };
+        let x = self.json_arg(x, xt, DataType::Jsonb, sig)?;
+        let (f, args) = match base {
+            "contains" => (JsonFunc::Contains, vec![x, self.json_arg(y, yt, DataType::Jsonb, sig)?]),
+            "contained" => (JsonFunc::Contains, vec![self.json_arg(y, yt, DataType::Jsonb, sig)?, x]),
+            "exists" => (JsonFunc::Exists, vec![x, self.text_scalar_arg(y, yt, &undefined)?]),
+            "exists_any" => (JsonFunc::ExistsAny, vec![x, self.text_array_arg(y, yt, &undefined)?]),
+            _ => (JsonFunc::ExistsAll, vec![x, self.text_array_arg(y, yt, &undefined)?]),
+        };
+        Ok((Expr::Func(Func::Json(f), args), Some(DataType::Bool)))
+    }
+
     /// jsonb_path_exists, _match, _query_array, _query_first.
     fn path_function(
         &mut self,
@@ -407,6 +428,10 @@ impl Binder<'_> {
                 (f, out, DataType::Jsonb)
             }
             b if jsonb && b.starts_with("path_") => return self.path_function(name, b, bound, sig),
+            "contains" | "contained" | "exists" | "exists_any" | "exists_all" if jsonb => {
+                arity(2, 2)?;
+                return self.operator_function(base, bound, sig).map(Some);
+            }
             "object" => {
                 arity(1, 2)?;
                 let mut out = Vec::new();
