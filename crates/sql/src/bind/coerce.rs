@@ -404,6 +404,8 @@ pub fn map_type(t: &ast::DataType) -> Result<DataType> {
                 "time" => DataType::Time(None),
                 "interval" => DataType::Interval,
                 "timetz" => return Err(SqlError::unsupported("type time with time zone")),
+                // The jsonpath functions take a path as an untyped literal.
+                "jsonpath" => return Err(SqlError::unsupported("type jsonpath")),
                 "uuid" => DataType::Uuid,
                 "json" => DataType::Json,
                 "jsonb" => DataType::Jsonb,

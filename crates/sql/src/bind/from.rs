@@ -218,13 +218,7 @@ impl Binder<'_> {
                     return Err(SqlError::unsupported("table function settings"));
                 }
                 let fname = function_name(name)?;
-                let mut exprs = Vec::new();
-                for a in &targs.args {
-                    let ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) = a else {
-                        return Err(SqlError::unsupported(format!("argument form in {fname}()")));
-                    };
-                    exprs.push(e.clone());
-                }
+                let exprs = table_function_args(&fname, &targs.args)?;
                 let (schema, source) =
                     self.function_from(&fname, &exprs, alias.as_ref(), *with_ordinality, rels, outer)?;
                 (fname, schema, source, alias)
@@ -344,8 +338,7 @@ impl Binder<'_> {
                 "{fname}({})",
                 args.iter().map(|(_, t)| t.map_or("unknown", value::type_name)).collect::<Vec<_>>().join(", ")
             );
-            let [(e, t)] = <[(Expr, Ty); 1]>::try_from(args).map_err(|_| SqlError::undefined_function(&sig))?;
-            let e = self.json_srf_arg(srf, e, t, &sig)?;
+            let e = self.json_srf_args(srf, args, &sig)?;
             let mut cols: Vec<(String, DataType)> = srf
                 .columns()
                 .into_iter()
@@ -358,13 +351,16 @@ impl Binder<'_> {
             // others have named OUT columns (jsonb_array_elements' value).
             if let Some(a) = alias
                 && a.columns.is_empty()
-                && matches!(srf, crate::value::json::JsonSrf::ObjectKeys { .. })
+                && matches!(
+                    srf,
+                    crate::value::json::JsonSrf::ObjectKeys { .. } | crate::value::json::JsonSrf::PathQuery
+                )
             {
                 cols[0].0 = ident(&a.name);
             }
             return Ok((
                 super::detached(fname, cols),
-                VirtualSource::Function { func: TableFunc::Json(srf), args: vec![e], ordinality },
+                VirtualSource::Function { func: TableFunc::Json(srf), args: e, ordinality },
             ));
         }
         if fname == "string_to_table" {
@@ -591,4 +587,22 @@ fn join_spec(chain: usize, left: bool, right: bool, full: bool, constraint: Opti
         Some(ast::JoinConstraint::None) | None => {}
     }
     spec
+}
+
+/// The arguments of a function in FROM, positional (jsonb_path_ functions
+/// also take `name => value`).
+fn table_function_args(fname: &str, args: &[ast::FunctionArg]) -> Result<Vec<ast::Expr>> {
+    let mut exprs = Vec::new();
+    let mut named = Vec::new();
+    for a in args {
+        match a {
+            ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) if named.is_empty() => exprs.push(e.clone()),
+            a if super::json::takes_named_args(fname) => named.push(super::json::named_arg(a, fname)?),
+            _ => return Err(SqlError::unsupported(format!("argument form in {fname}()"))),
+        }
+    }
+    if !named.is_empty() {
+        exprs = super::json::path_named_args(exprs, named, fname)?;
+    }
+    Ok(exprs)
 }

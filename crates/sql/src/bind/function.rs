@@ -65,8 +65,12 @@ impl Binder<'_> {
                         } if name == "make_interval" => {
                             named.push((arg_name.value.clone(), e.clone()));
                         }
+                        a if super::json::takes_named_args(&name) => named.push(super::json::named_arg(a, &name)?),
                         _ => return Err(SqlError::unsupported(format!("argument form in {name}()"))),
                     }
+                }
+                if super::json::takes_named_args(&name) && !named.is_empty() {
+                    args = super::json::path_named_args(args, std::mem::take(&mut named), &name)?;
                 }
                 if name == "make_interval" {
                     args = super::interval_fns::make_interval_args(args, named)?;

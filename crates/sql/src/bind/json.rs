@@ -9,7 +9,7 @@ use sqlparser::ast;
 use super::{Binder, ExprCtx, Scope, Ty};
 use crate::error::{Result, SqlError};
 use crate::expr::{Expr, Func};
-use crate::value::json::{JsonFunc, JsonSrf, TEXT_ARRAY_MARK};
+use crate::value::json::{JsonFunc, JsonSrf, PathFunc, TEXT_ARRAY_MARK};
 use crate::value::types::{self, Elem};
 use crate::value::{self, Category, category, type_name};
 
@@ -33,17 +33,130 @@ pub(super) fn json_srf(name: &str) -> Option<JsonSrf> {
         "array_elements" => JsonSrf::ArrayElements { jsonb, text: false },
         "array_elements_text" => JsonSrf::ArrayElements { jsonb, text: true },
         "object_keys" => JsonSrf::ObjectKeys { jsonb },
+        "path_query" if jsonb => JsonSrf::PathQuery,
         _ => return None,
     })
 }
 
 impl Binder<'_> {
-    /// The argument of a set-returning json function.
-    pub(super) fn json_srf_arg(&mut self, srf: JsonSrf, e: Expr, t: Ty, sig: &str) -> Result<Expr> {
+    /// The arguments of a set-returning json function.
+    pub(super) fn json_srf_args(&mut self, srf: JsonSrf, args: Vec<(Expr, Ty)>, sig: &str) -> Result<Vec<Expr>> {
         let jsonb = match srf {
             JsonSrf::Each { jsonb, .. } | JsonSrf::ArrayElements { jsonb, .. } | JsonSrf::ObjectKeys { jsonb } => jsonb,
+            JsonSrf::PathQuery => return self.path_args(args, sig),
         };
-        self.json_arg(e, t, if jsonb { DataType::Jsonb } else { DataType::Json }, sig)
+        let [(e, t)] = <[(Expr, Ty); 1]>::try_from(args).map_err(|_| SqlError::undefined_function(sig))?;
+        Ok(vec![self.json_arg(e, t, if jsonb { DataType::Jsonb } else { DataType::Json }, sig)?])
+    }
+
+    /// (target jsonb, path jsonpath [, vars jsonb [, silent bool]]).
+    fn path_args(&mut self, bound: Vec<(Expr, Ty)>, sig: &str) -> Result<Vec<Expr>> {
+        if !(2..=4).contains(&bound.len()) {
+            return Err(SqlError::undefined_function(sig));
+        }
+        let mut out = Vec::new();
+        for (k, (e, t)) in bound.into_iter().enumerate() {
+            out.push(match k {
+                1 => path_arg(e, t, &|| SqlError::undefined_function(sig))?,
+                3 => self.boolean(e, t, "silent").map_err(|_| SqlError::undefined_function(sig))?,
+                _ => self.json_arg(e, t, DataType::Jsonb, sig)?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// jsonb_set, jsonb_insert, jsonb_set_lax: (target, path, new [, flag
+    /// [, null_value_treatment]]).
+    fn set_function(&mut self, base: &str, bound: Vec<(Expr, Ty)>, sig: &str) -> Result<(JsonFunc, Vec<Expr>)> {
+        let name = format!("jsonb_{base}");
+        let mut out = Vec::new();
+        for (k, (e, t)) in bound.into_iter().enumerate() {
+            out.push(match k {
+                1 => self.text_array_arg(e, t, &|| SqlError::undefined_function(sig))?,
+                3 => self.boolean(e, t, &name).map_err(|_| SqlError::undefined_function(sig))?,
+                4 => self.text_arg(e, t, &name).map_err(|_| SqlError::undefined_function(sig))?,
+                _ => self.json_arg(e, t, DataType::Jsonb, sig)?,
+            });
+        }
+        let f = match base {
+            "set" => JsonFunc::Set,
+            "insert" => JsonFunc::Insert,
+            _ => JsonFunc::SetLax,
+        };
+        Ok((f, out))
+    }
+
+    /// The functions behind jsonb's operators: jsonb_contains (`@>`),
+    /// jsonb_contained (`<@`), jsonb_exists (`?`), _exists_any (`?|`),
+    /// _exists_all (`?&`).
+    fn operator_function(&mut self, base: &str, bound: Vec<(Expr, Ty)>, sig: &str) -> Result<(Expr, Ty)> {
+        let undefined = || SqlError::undefined_function(sig);
+        let mut it = bound.into_iter();
+        let ((x, xt), (y, yt)) = match (it.next(), it.next()) {
+            (Some(a), Some(b)) => (a, b),
+            _ => return Err(undefined()),
+        };
+        let x = self.json_arg(x, xt, DataType::Jsonb, sig)?;
+        let (f, args) = match base {
+            "contains" => (JsonFunc::Contains, vec![x, self.json_arg(y, yt, DataType::Jsonb, sig)?]),
+            "contained" => (JsonFunc::Contains, vec![self.json_arg(y, yt, DataType::Jsonb, sig)?, x]),
+            "exists" => (JsonFunc::Exists, vec![x, self.text_scalar_arg(y, yt, &undefined)?]),
+            "exists_any" => (JsonFunc::ExistsAny, vec![x, self.text_array_arg(y, yt, &undefined)?]),
+            _ => (JsonFunc::ExistsAll, vec![x, self.text_array_arg(y, yt, &undefined)?]),
+        };
+        Ok((Expr::Func(Func::Json(f), args), Some(DataType::Bool)))
+    }
+
+    /// jsonb_path_exists, _match, _query_array, _query_first.
+    fn path_function(
+        &mut self,
+        name: &str,
+        base: &str,
+        bound: Vec<(Expr, Ty)>,
+        sig: &str,
+    ) -> Result<Option<(Expr, Ty)>> {
+        let f = match base {
+            "path_exists" => PathFunc::Exists,
+            "path_match" => PathFunc::Match,
+            "path_query_array" => PathFunc::QueryArray,
+            "path_query_first" => PathFunc::QueryFirst,
+            "path_query" => {
+                return Err(SqlError::unsupported(format!(
+                    "{name} in this position (set-returning json functions are supported in FROM and alone in a select list without FROM)"
+                )));
+            }
+            _ => return Err(SqlError::unsupported(format!("function {name}"))),
+        };
+        let rt = if matches!(f, PathFunc::Exists | PathFunc::Match) { DataType::Bool } else { DataType::Jsonb };
+        Ok(Some((Expr::Func(Func::Json(JsonFunc::Path(f)), self.path_args(bound, sig)?), Some(rt))))
+    }
+
+    /// `jsonb @? jsonpath` and `jsonb @@ jsonpath` (silent
+    /// jsonb_path_exists / jsonb_path_match); None for other operators.
+    fn path_op(
+        &mut self,
+        left: &ast::Expr,
+        op: &ast::BinaryOperator,
+        right: &ast::Expr,
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<Option<(Expr, Ty)>> {
+        use ast::BinaryOperator as B;
+        let f = match op {
+            B::AtQuestion => PathFunc::ExistsOp,
+            B::AtAt => PathFunc::MatchOp,
+            _ => return Ok(None),
+        };
+        let (x, xt) = self.expr(left, scope, ctx)?;
+        let (y, yt) = self.expr(right, scope, ctx)?;
+        let x = match xt {
+            Some(DataType::Jsonb) => x,
+            None if f == PathFunc::ExistsOp => self.coerce(x, None, DataType::Jsonb, "@?")?,
+            // text @@ text and the text search operators.
+            _ => return Err(SqlError::unsupported(format!("operator {op} on {}", name_of(xt)))),
+        };
+        let y = path_arg(y, yt, &|| SqlError::undefined_operator(&format!("jsonb {op} {}", name_of(yt))))?;
+        Ok(Some((Expr::Func(Func::Json(JsonFunc::Path(f)), vec![x, y]), Some(DataType::Bool))))
     }
 
     /// The json operators (`->`, `->>`, `#>`, `#>>`, `@>`, `<@`, `?`,
@@ -57,6 +170,9 @@ impl Binder<'_> {
         ctx: &mut ExprCtx,
     ) -> Result<Option<(Expr, Ty)>> {
         use ast::BinaryOperator as B;
+        if let Some(done) = self.path_op(left, op, right, scope, ctx)? {
+            return Ok(Some(done));
+        }
         if !matches!(
             op,
             B::Arrow
@@ -306,17 +422,23 @@ impl Binder<'_> {
                 }
                 (JsonFunc::ExtractPath { jsonb, text }, out, if text { DataType::Text } else { json_t })
             }
-            "set" if jsonb => {
-                arity(3, 4)?;
+            "set" | "insert" | "set_lax" if jsonb => {
+                arity(3, if base == "set_lax" { 5 } else { 4 })?;
+                let (f, out) = self.set_function(base, bound, sig)?;
+                (f, out, DataType::Jsonb)
+            }
+            b if jsonb && b.starts_with("path_") => return self.path_function(name, b, bound, sig),
+            "contains" | "contained" | "exists" | "exists_any" | "exists_all" if jsonb => {
+                arity(2, 2)?;
+                return self.operator_function(base, bound, sig).map(Some);
+            }
+            "object" => {
+                arity(1, 2)?;
                 let mut out = Vec::new();
-                for (k, (e, t)) in bound.into_iter().enumerate() {
-                    out.push(match k {
-                        1 => self.text_array_arg(e, t, &|| SqlError::undefined_function(sig))?,
-                        3 => self.boolean(e, t, name).map_err(|_| SqlError::undefined_function(sig))?,
-                        _ => self.json_arg(e, t, DataType::Jsonb, sig)?,
-                    });
+                for (e, t) in bound {
+                    out.push(self.text_array_arg(e, t, &|| SqlError::undefined_function(sig))?);
                 }
-                (JsonFunc::Set, out, DataType::Jsonb)
+                (JsonFunc::Object { jsonb }, out, json_t)
             }
             "each" | "each_text" | "array_elements" | "array_elements_text" | "object_keys" => {
                 return Err(SqlError::unsupported(format!(
@@ -326,6 +448,80 @@ impl Binder<'_> {
             _ => return Err(SqlError::unsupported(format!("function {name}"))),
         };
         Ok(Some((Expr::Func(Func::Json(f), args), Some(rt))))
+    }
+}
+
+/// A named argument (`silent => true`) of a jsonb_path_ function.
+pub(super) fn named_arg(a: &ast::FunctionArg, fname: &str) -> Result<(String, ast::Expr)> {
+    match a {
+        ast::FunctionArg::Named { name, arg: ast::FunctionArgExpr::Expr(e), .. }
+        | ast::FunctionArg::ExprNamed {
+            name: ast::Expr::Identifier(name), arg: ast::FunctionArgExpr::Expr(e), ..
+        } => Ok((super::ident(name), e.clone())),
+        ast::FunctionArg::Unnamed(_) => Err(SqlError::syntax("positional argument cannot follow named argument")),
+        _ => Err(SqlError::unsupported(format!("argument form in {fname}()"))),
+    }
+}
+
+/// The json functions pgtier calls with `name => value` arguments.
+pub(super) fn takes_named_args(fname: &str) -> bool {
+    fname.starts_with("jsonb_path_") || fname == "jsonb_set_lax"
+}
+
+/// The positional arguments of a call with named ones: jsonb_path_
+/// (target, path, vars default '{}', silent default false) or
+/// jsonb_set_lax (jsonb_in, path, replacement, create_if_missing default
+/// true, null_value_treatment default 'use_json_null').
+pub(super) fn path_named_args(
+    args: Vec<ast::Expr>,
+    named: Vec<(String, ast::Expr)>,
+    fname: &str,
+) -> Result<Vec<ast::Expr>> {
+    let text = |s: &str| Some(ast::Expr::value(ast::Value::SingleQuotedString(s.to_owned())));
+    let boolean = |b: bool| Some(ast::Expr::value(ast::Value::Boolean(b)));
+    let (names, defaults): (&[&str], Vec<Option<ast::Expr>>) = if fname == "jsonb_set_lax" {
+        (
+            &["jsonb_in", "path", "replacement", "create_if_missing", "null_value_treatment"],
+            vec![None, None, None, boolean(true), text("use_json_null")],
+        )
+    } else {
+        (&["target", "path", "vars", "silent"], vec![None, None, text("{}"), boolean(false)])
+    };
+    let undefined = || SqlError::undefined_function(&format!("{fname} with these named arguments"));
+    let mut slots: Vec<Option<ast::Expr>> = vec![None; names.len()];
+    if args.len() > names.len() {
+        return Err(undefined());
+    }
+    for (k, e) in args.into_iter().enumerate() {
+        slots[k] = Some(e);
+    }
+    for (n, e) in named {
+        let k = names.iter().position(|x| *x == n).ok_or_else(undefined)?;
+        if slots[k].is_some() {
+            return Err(undefined());
+        }
+        slots[k] = Some(e);
+    }
+    let given = slots.iter().rposition(Option::is_some).map_or(0, |k| k + 1);
+    let mut out = Vec::new();
+    for (s, d) in slots.into_iter().zip(defaults).take(given) {
+        out.push(s.or(d).ok_or_else(undefined)?);
+    }
+    Ok(out)
+}
+
+/// A jsonpath argument: pgtier has no jsonpath type, so an untyped
+/// literal, read (and its syntax checked, 42601) here; a typed value has
+/// no implicit cast to jsonpath in PostgreSQL either.
+fn path_arg(e: Expr, t: Ty, undefined: &dyn Fn() -> SqlError) -> Result<Expr> {
+    match (e, t) {
+        (Expr::Const(Value::Text(s)), None) => {
+            crate::expr::jsonpath::parse(&s)?;
+            Ok(Expr::Const(Value::Text(s)))
+        }
+        (Expr::Const(Value::Null), None) => Ok(Expr::Const(Value::Null)),
+        (_, None) => Err(SqlError::unsupported("a jsonpath other than a literal (pgtier has no jsonpath type)")),
+        (_, Some(_)) => Err(undefined()),
     }
 }
 

@@ -574,7 +574,7 @@ pub(super) fn srf_select(s: &ast::Select) -> Option<ast::Select> {
     let mut out = s.clone();
     out.from = vec![function_item(&f.name, &list.args, &fn_alias)];
     // jsonb_array_elements[_text] name their column `value`.
-    let column = if one_column_json && !name.ends_with("object_keys") {
+    let column = if one_column_json && !name.ends_with("object_keys") && name != "jsonb_path_query" {
         ast::Expr::CompoundIdentifier(vec![fn_alias, ast::Ident::new("value")])
     } else {
         ast::Expr::Identifier(fn_alias)

@@ -119,7 +119,10 @@ impl Exec<'_> {
             TableFunc::Unnest(e) => types::array_values(vals[0].as_str().unwrap_or(""), *e)?,
             TableFunc::PartitionAncestors | TableFunc::UnnestArrays(_) => Vec::new(),
             TableFunc::Json(srf) => {
-                let rows = crate::value::json::srf_rows(*srf, &vals[0])?;
+                let rows = match srf {
+                    crate::value::json::JsonSrf::PathQuery => crate::expr::jsonpath_eval::query_rows(&vals)?,
+                    _ => crate::value::json::srf_rows(*srf, &vals[0])?,
+                };
                 let bytes: usize = rows.iter().map(|r| super::row_bytes(r)).sum();
                 self.interrupt.charge(bytes, "json function")?;
                 self.interrupt.mem_used -= bytes;

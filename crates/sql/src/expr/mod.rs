@@ -12,6 +12,8 @@ use std::cmp::Ordering;
 use pgtier_engine::{DataType, Value};
 
 mod functions;
+pub mod jsonpath;
+pub(crate) mod jsonpath_eval;
 
 pub use functions::{
     ArrayFunc, BitOp, Builtin, DateField, Func, SeqFunc, SysFunc, Volatility, extract_call, oid_in, registry,

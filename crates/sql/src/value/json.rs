@@ -61,6 +61,17 @@ pub enum JsonFunc {
     },
     /// jsonb_set(target, path, new [, create_missing]).
     Set,
+    /// jsonb_insert(target, path, new [, insert_after]).
+    Insert,
+    /// jsonb_set_lax(target, path, new [, create [, null_value_treatment]])
+    /// (not strict in `new`).
+    SetLax,
+    /// json[b]_object(text[]) and json[b]_object(keys text[], values text[]).
+    Object {
+        jsonb: bool,
+    },
+    /// The jsonpath functions and operators (evaluated by expr/jsonpath_eval.rs).
+    Path(PathFunc),
     StripNulls {
         jsonb: bool,
     },
@@ -70,6 +81,23 @@ pub enum JsonFunc {
         jsonb: bool,
         text: bool,
     },
+}
+
+/// The scalar jsonpath functions and operators: (target, path[, vars[, silent]]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathFunc {
+    /// jsonb_path_exists.
+    Exists,
+    /// jsonb_path_match.
+    Match,
+    /// `@?` (jsonb_path_exists, silent).
+    ExistsOp,
+    /// `@@` (jsonb_path_match, silent).
+    MatchOp,
+    QueryArray,
+    QueryFirst,
+    /// jsonb_path_query (set-returning; only as JsonSrf::PathQuery).
+    Query,
 }
 
 /// Set-returning json functions (FROM, or alone in a select list).
@@ -87,6 +115,9 @@ pub enum JsonSrf {
     ObjectKeys {
         jsonb: bool,
     },
+    /// jsonb_path_query(target, path [, vars [, silent]]): rows are made
+    /// by expr/jsonpath_eval.rs.
+    PathQuery,
 }
 
 impl JsonSrf {
@@ -105,6 +136,7 @@ impl JsonSrf {
             JsonSrf::Each { jsonb, text } => vec![("key", DataType::Text), ("value", vt(jsonb, text))],
             JsonSrf::ArrayElements { jsonb, text } => vec![("value", vt(jsonb, text))],
             JsonSrf::ObjectKeys { .. } => vec![("", DataType::Text)],
+            JsonSrf::PathQuery => vec![("", DataType::Jsonb)],
         }
     }
 }
@@ -523,37 +555,72 @@ fn delete_path(j: Json, path: &[Option<String>]) -> Result<Json> {
     })
 }
 
-/// jsonb_set: replaces (or, with `create`, adds as the last step) the
-/// value at `path`.
-fn set_path(j: Json, path: &[Option<String>], new: &Json, create: bool, level: usize) -> Result<Json> {
-    let Some((first, rest)) = path.split_first() else { return Ok(new.clone()) };
+/// What jsonb_set / jsonb_insert do at the last step of the path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SetMode {
+    /// jsonb_set: replace, and with `create` add a missing last step.
+    Set { create: bool },
+    /// jsonb_insert: add before (or after) the array element; add a
+    /// missing object key, refuse an existing one.
+    Insert { after: bool },
+}
+
+impl SetMode {
+    fn adds(self) -> bool {
+        matches!(self, SetMode::Set { create: true } | SetMode::Insert { .. })
+    }
+}
+
+/// A path element used as an array index: PostgreSQL's strtoint (leading
+/// white space and a sign, nothing after the digits, int4 range).
+fn path_index(step: &str, level: usize) -> Result<i64> {
+    step.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']).parse::<i32>().map(i64::from).map_err(|_| {
+        SqlError::new("22P02", format!("path element at position {} is not an integer: \"{step}\"", level + 1))
+    })
+}
+
+/// jsonb_set / jsonb_insert (setPath): the value at `path` replaced, or
+/// the new value added, as `mode` says.
+fn set_path(j: Json, path: &[Option<String>], new: &Json, mode: SetMode, level: usize) -> Result<Json> {
+    if level == 0 && !matches!(j, Json::Object(_) | Json::Array(_)) {
+        return Err(SqlError::new("22023", "cannot set path in scalar"));
+    }
+    let Some((first, rest)) = path.split_first() else {
+        return Ok(if level == 0 { j } else { new.clone() });
+    };
     let Some(first) = first else {
         return Err(SqlError::new("22004", format!("path element at position {} is null", level + 1)));
     };
     Ok(match j {
         Json::Object(mut pairs) => {
             match pairs.iter().position(|(k, _)| k == first) {
+                Some(_) if rest.is_empty() && matches!(mode, SetMode::Insert { .. }) => {
+                    return Err(SqlError::new("22023", "cannot replace existing key")
+                        .with_hint("Try using the function jsonb_set to replace key value."));
+                }
                 Some(at) => {
                     let v = std::mem::replace(&mut pairs[at].1, Json::Null);
-                    pairs[at].1 = set_path(v, rest, new, create, level + 1)?;
+                    pairs[at].1 = set_path(v, rest, new, mode, level + 1)?;
                 }
-                None if create && rest.is_empty() => pairs.push((first.clone(), new.clone())),
+                None if mode.adds() && rest.is_empty() => pairs.push((first.clone(), new.clone())),
                 None => {}
             }
             Json::Object(pairs)
         }
         Json::Array(mut items) => {
-            let i: i64 = first.trim().parse().map_err(|_| {
-                SqlError::new("22P02", format!("path element at position {} is not an integer: \"{first}\"", level + 1))
-            })?;
+            let i = path_index(first, level)?;
             let len = i64::try_from(items.len()).unwrap_or(i64::MAX);
             let at = if i < 0 { len + i } else { i };
             match usize::try_from(at).ok().filter(|&at| at < items.len()) {
+                Some(at) if rest.is_empty() && matches!(mode, SetMode::Insert { .. }) => {
+                    let after = matches!(mode, SetMode::Insert { after: true });
+                    items.insert(if after { at + 1 } else { at }, new.clone());
+                }
                 Some(at) => {
                     let v = std::mem::replace(&mut items[at], Json::Null);
-                    items[at] = set_path(v, rest, new, create, level + 1)?;
+                    items[at] = set_path(v, rest, new, mode, level + 1)?;
                 }
-                None if create && rest.is_empty() => {
+                None if mode.adds() && rest.is_empty() => {
                     if at < 0 {
                         items.insert(0, new.clone())
                     } else {
@@ -564,9 +631,45 @@ fn set_path(j: Json, path: &[Option<String>], new: &Json, create: bool, level: u
             }
             Json::Array(items)
         }
-        _ if level == 0 => return Err(SqlError::new("22023", "cannot set path in scalar")),
         other => other,
     })
+}
+
+/// jsonb_set_lax: jsonb_set unless the new value is SQL NULL, then what
+/// null_value_treatment says (compared case-sensitively, as PostgreSQL does).
+fn set_lax(vals: &[Value]) -> Result<Value> {
+    let arg = |i: usize| vals.get(i).unwrap_or(&Value::Null);
+    if arg(0).is_null() || arg(1).is_null() || (vals.len() > 3 && arg(3).is_null()) {
+        return Ok(Value::Null);
+    }
+    let bad_treatment = || {
+        SqlError::new(
+            "22023",
+            "null_value_treatment must be \"delete_key\", \"return_target\", \"use_json_null\", or \"raise_exception\"",
+        )
+    };
+    if vals.len() > 4 && arg(4).is_null() {
+        return Err(bad_treatment());
+    }
+    let create = vals.len() < 4 || matches!(arg(3), Value::Bool(true));
+    let path = text_array(arg(1))?;
+    let set = |new: &Json| -> Result<Value> {
+        Ok(jsonb_value(set_path(tree(arg(0))?, &path, new, SetMode::Set { create }, 0)?))
+    };
+    if !arg(2).is_null() {
+        return set(&tree(arg(2))?);
+    }
+    match if vals.len() > 4 { arg(4).as_str().unwrap_or("") } else { "use_json_null" } {
+        "raise_exception" => Err(SqlError::new("22004", "JSON value must not be null")
+            .with_detail("Exception was raised because null_value_treatment is \"raise_exception\".")
+            .with_hint(
+                "To avoid, either change the null_value_treatment argument or ensure that an SQL NULL is not passed.",
+            )),
+        "use_json_null" => set(&Json::Null),
+        "delete_key" => Ok(jsonb_value(delete_path(tree(arg(0))?, &path)?)),
+        "return_target" => Ok(arg(0).clone()),
+        _ => Err(bad_treatment()),
+    }
 }
 
 fn strip_nulls(j: Json) -> Json {
@@ -625,13 +728,11 @@ pub fn eval(f: JsonFunc, vals: &[Value]) -> Result<Value> {
         JsonFunc::BuildObject { jsonb } => return build_object(vals, jsonb),
         JsonFunc::BuildArray { jsonb } => return build_array(vals, jsonb),
         JsonFunc::ObjectAggKey => return object_agg_key(arg(0)),
+        JsonFunc::Path(_) => return Err(SqlError::unsupported("a jsonpath function here")),
+        JsonFunc::SetLax => return set_lax(vals),
         _ => {}
     }
-    if matches!(f, JsonFunc::Set) {
-        if vals.iter().take(3).any(Value::is_null) {
-            return Ok(Value::Null);
-        }
-    } else if vals.iter().any(Value::is_null) {
+    if vals.iter().any(Value::is_null) {
         return Ok(Value::Null);
     }
     Ok(match f {
@@ -675,15 +776,25 @@ pub fn eval(f: JsonFunc, vals: &[Value]) -> Result<Value> {
         JsonFunc::DeletePath => jsonb_value(delete_path(tree(arg(0))?, &text_array(arg(1))?)?),
         JsonFunc::Typeof { .. } => Value::Text(tree(arg(0))?.type_name().to_owned()),
         JsonFunc::ArrayLength { .. } => array_length(&tree(arg(0))?)?,
-        JsonFunc::Set => {
-            let create = !matches!(arg(3), Value::Bool(false));
+        JsonFunc::Set | JsonFunc::Insert => {
+            let flag = matches!(arg(3), Value::Bool(true));
+            let mode = if f == JsonFunc::Set {
+                SetMode::Set { create: vals.len() < 4 || flag }
+            } else {
+                SetMode::Insert { after: flag }
+            };
             let new = tree(arg(2))?;
-            jsonb_value(set_path(tree(arg(0))?, &text_array(arg(1))?, &new, create, 0)?)
+            jsonb_value(set_path(tree(arg(0))?, &text_array(arg(1))?, &new, mode, 0)?)
         }
+        JsonFunc::Object { jsonb } => object(vals, jsonb)?,
         JsonFunc::StripNulls { jsonb: true } => jsonb_value(strip_nulls(tree(arg(0))?)),
         JsonFunc::StripNulls { jsonb: false } => Value::Json(json_strip_nulls(arg(0).as_json_text())?),
         JsonFunc::Pretty => Value::Text(tree(arg(0))?.to_pretty_text()),
-        JsonFunc::BuildObject { .. } | JsonFunc::BuildArray { .. } | JsonFunc::ObjectAggKey => Value::Null,
+        JsonFunc::BuildObject { .. }
+        | JsonFunc::BuildArray { .. }
+        | JsonFunc::ObjectAggKey
+        | JsonFunc::Path(_)
+        | JsonFunc::SetLax => Value::Null,
     })
 }
 
@@ -728,6 +839,47 @@ fn build_object(vals: &[Value], jsonb: bool) -> Result<Value> {
     Ok(Value::Json(out))
 }
 
+/// json_object / jsonb_object of one array of alternating keys and values
+/// or of a keys array and a values array; the values are json strings.
+fn object(vals: &[Value], jsonb: bool) -> Result<Value> {
+    let pairs: Vec<(Option<String>, Option<String>)> = match vals {
+        [both] => {
+            let items = text_array(both)?;
+            if !items.len().is_multiple_of(2) {
+                return Err(SqlError::new("2202E", "array must have even number of elements"));
+            }
+            items.chunks(2).map(|kv| (kv[0].clone(), kv[1].clone())).collect()
+        }
+        [keys, values] => {
+            let (keys, values) = (text_array(keys)?, text_array(values)?);
+            if keys.len() != values.len() {
+                return Err(SqlError::new("2202E", "mismatched array dimensions"));
+            }
+            keys.into_iter().zip(values).collect()
+        }
+        _ => return Err(SqlError::new("42883", "json_object takes one or two text arrays")),
+    };
+    let mut out_pairs = Vec::with_capacity(pairs.len());
+    for (k, v) in pairs {
+        let Some(k) = k else { return Err(SqlError::new("22004", "null value not allowed for object key")) };
+        out_pairs.push((k, v.map_or(Json::Null, Json::String)));
+    }
+    if jsonb {
+        return Ok(jsonb_value(Json::Object(out_pairs)));
+    }
+    let mut out = String::from("{");
+    for (i, (k, v)) in out_pairs.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        json::escape_string(&mut out, k);
+        out.push_str(" : ");
+        out.push_str(&v.to_jsonb_text());
+    }
+    out.push('}');
+    Ok(Value::Json(out))
+}
+
 fn build_array(vals: &[Value], jsonb: bool) -> Result<Value> {
     if jsonb {
         return Ok(jsonb_value(Json::Array(vals.iter().map(from_value).collect::<Result<_>>()?)));
@@ -747,6 +899,7 @@ fn build_array(vals: &[Value], jsonb: bool) -> Result<Value> {
 pub fn srf_rows(f: JsonSrf, doc: &Value) -> Result<Vec<Vec<Value>>> {
     let name = |what: &str, jsonb: bool| format!("{}_{what}", type_label(jsonb));
     match f {
+        JsonSrf::PathQuery => Err(SqlError::unsupported("jsonb_path_query here")),
         JsonSrf::Each { jsonb, text } => {
             let refuse = |kind: &str| {
                 SqlError::new(

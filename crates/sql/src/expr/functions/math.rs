@@ -407,6 +407,10 @@ fn undefined_for(name: &str, v: &Value) -> SqlError {
 }
 
 fn abs(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    abs_value(vals)
+}
+
+pub(super) fn abs_value(vals: &[Value]) -> Result<Value> {
     if let Some(r) = eval_if_wide(Wide::Abs, vals) {
         return r;
     }
@@ -440,7 +444,7 @@ fn round(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
     })
 }
 
-fn ceil_or_floor(vals: &[Value], ceil: bool) -> Result<Value> {
+pub(super) fn ceil_or_floor(vals: &[Value], ceil: bool) -> Result<Value> {
     if let Some(r) = eval_if_wide(if ceil { Wide::Ceil } else { Wide::Floor }, vals) {
         return r;
     }

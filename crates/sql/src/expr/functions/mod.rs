@@ -81,8 +81,27 @@ pub(super) fn eval_func(
         Func::Builtin(b) => registry::eval(b, &eval_args(args, env, sq, row)?, env.now_micros, sq),
         Func::Sys(s) => system::eval(s, args, env, sq, row),
         Func::Array(a) => array::eval(a, eval_args(args, env, sq, row)?),
+        Func::Json(crate::value::json::JsonFunc::Path(p)) => {
+            super::jsonpath_eval::eval(p, &eval_args(args, env, sq, row)?)
+        }
         Func::Json(j) => crate::value::json::eval(j, &eval_args(args, env, sq, row)?),
     }
+}
+
+/// `.ceiling()`, `.floor()`, `.abs()` of a jsonpath number: the numeric
+/// functions of those names.
+pub(crate) fn numeric_method(name: &str, v: Value) -> Result<Value> {
+    let vals = [v];
+    match name {
+        "ceiling" => math::ceil_or_floor(&vals, true),
+        "floor" => math::ceil_or_floor(&vals, false),
+        _ => math::abs_value(&vals),
+    }
+}
+
+/// `s ~ pattern` / `s ~* pattern` (jsonpath's like_regex).
+pub(crate) fn regex_is_match(s: &str, pattern: &str, ci: bool) -> Result<bool> {
+    regex::is_match(s, pattern, ci)
 }
 
 fn eval_args(args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunner, row: &[Value]) -> Result<Vec<Value>> {
