@@ -138,7 +138,7 @@ pub enum SetOp {
     Except,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TableFunc {
     GenerateSeries,
     Unnest(Elem),
@@ -154,6 +154,10 @@ pub enum TableFunc {
     /// `unnest(a [, b ...])` of real arrays: row k holds every array's
     /// element k (NULL past an array's end), as many rows as the longest.
     UnnestArrays(usize),
+    /// `json[b]_to_record[set](doc) AS x(col type, ...)`: a row per
+    /// object (one, or one per element of the array), each column the
+    /// object's key of its name converted to its type (crate::value::json).
+    JsonToRecord(Arc<crate::value::json_record::RecordSpec>),
 }
 
 #[derive(Clone, Debug)]

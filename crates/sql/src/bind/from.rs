@@ -313,11 +313,12 @@ impl Binder<'_> {
         for e in exprs {
             args.push(self.expr(e, &scope, &mut ExprCtx::plain("functions in FROM"))?);
         }
+        if let Some(kind) = super::json::to_record_kind(fname) {
+            return self.json_to_record(fname, kind, args, alias, ordinality);
+        }
+        no_column_definitions(alias)?;
         if fname == super::function::EXPAND_ARRAY {
-            let s = format!(
-                "{fname}({})",
-                args.iter().map(|(_, t)| t.map_or("unknown", value::type_name)).collect::<Vec<_>>().join(", ")
-            );
+            let s = signature(fname, &args);
             let [(e, t)] = <[(Expr, Ty); 1]>::try_from(args).map_err(|_| SqlError::undefined_function(&s))?;
             // A catalog array (int2vector, oid[]) or a real one (ARRAY[1, 2]).
             let elem =
@@ -334,10 +335,7 @@ impl Binder<'_> {
             ));
         }
         if let Some(srf) = super::json::json_srf(fname) {
-            let sig = format!(
-                "{fname}({})",
-                args.iter().map(|(_, t)| t.map_or("unknown", value::type_name)).collect::<Vec<_>>().join(", ")
-            );
+            let sig = signature(fname, &args);
             let e = self.json_srf_args(srf, args, &sig)?;
             let mut cols: Vec<(String, DataType)> = srf
                 .columns()
@@ -365,10 +363,7 @@ impl Binder<'_> {
         }
         if fname == "string_to_table" {
             // unnest(string_to_array(...)): the same split, a row per piece.
-            let sig = format!(
-                "{fname}({})",
-                args.iter().map(|(_, t)| t.map_or("unknown", value::type_name)).collect::<Vec<_>>().join(", ")
-            );
+            let sig = signature(fname, &args);
             if !(2..=3).contains(&args.len()) {
                 return Err(SqlError::undefined_function(&sig));
             }
@@ -376,10 +371,7 @@ impl Binder<'_> {
         }
         let unnest = fname == "unnest" || fname == "string_to_table";
         if unnest && args.iter().any(|(_, t)| crate::value::array::is_array(*t)) {
-            let s = format!(
-                "{fname}({})",
-                args.iter().map(|(_, t)| t.map_or("unknown", value::type_name)).collect::<Vec<_>>().join(", ")
-            );
+            let s = signature(fname, &args);
             let n = args.len();
             let mut cols = Vec::new();
             let mut exprs = Vec::new();
@@ -476,6 +468,23 @@ impl Binder<'_> {
             _ => Err(SqlError::undefined_function(&sig())),
         }
     }
+}
+
+/// A column definition list (`AS x(a int, ...)`) is for the functions
+/// that return `record` (json[b]_to_record[set] here): 42601 elsewhere.
+fn no_column_definitions(alias: Option<&ast::TableAlias>) -> Result<()> {
+    if alias.is_some_and(|a| a.columns.iter().any(|c| c.data_type.is_some())) {
+        return Err(SqlError::syntax("a column definition list is only allowed for functions returning \"record\""));
+    }
+    Ok(())
+}
+
+/// `name(type, ...)` of a call, as errors print it.
+pub(super) fn signature(fname: &str, args: &[(Expr, Ty)]) -> String {
+    format!(
+        "{fname}({})",
+        args.iter().map(|(_, t)| t.map_or("unknown", value::type_name)).collect::<Vec<_>>().join(", ")
+    )
 }
 
 /// A stored table seen through `FROM t AS x (a, b, ...)`: its first

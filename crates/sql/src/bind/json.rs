@@ -3,12 +3,15 @@
 //! `->` takes text or integer, paths are text[]); evaluation is
 //! crate::value::json.
 
-use pgtier_engine::{DataType, Value};
+use std::sync::Arc;
+
+use pgtier_engine::{DataType, TableSchema, Value};
 use sqlparser::ast;
 
-use super::{Binder, ExprCtx, Scope, Ty};
+use super::{Binder, ExprCtx, Scope, Ty, ident};
 use crate::error::{Result, SqlError};
 use crate::expr::{Expr, Func};
+use crate::plan::{TableFunc, VirtualSource};
 use crate::value::json::{JsonFunc, JsonSrf, PathFunc, TEXT_ARRAY_MARK};
 use crate::value::types::{self, Elem};
 use crate::value::{self, Category, category, type_name};
@@ -38,7 +41,52 @@ pub(super) fn json_srf(name: &str) -> Option<JsonSrf> {
     })
 }
 
+/// `json[b]_to_record[set]`: (jsonb, set).
+pub(super) fn to_record_kind(name: &str) -> Option<(bool, bool)> {
+    match name {
+        "json_to_record" => Some((false, false)),
+        "jsonb_to_record" => Some((true, false)),
+        "json_to_recordset" => Some((false, true)),
+        "jsonb_to_recordset" => Some((true, true)),
+        _ => None,
+    }
+}
+
 impl Binder<'_> {
+    /// `json[b]_to_record[set](doc) AS x(col type, ...)` in FROM: the
+    /// column definition list is the row type (crate::value::json_record).
+    pub(super) fn json_to_record(
+        &mut self,
+        fname: &str,
+        (jsonb, set): (bool, bool),
+        args: Vec<(Expr, Ty)>,
+        alias: Option<&ast::TableAlias>,
+        ordinality: bool,
+    ) -> Result<(Arc<TableSchema>, VirtualSource)> {
+        let sig = super::from::signature(fname, &args);
+        let [(e, t)] = <[(Expr, Ty); 1]>::try_from(args).map_err(|_| SqlError::undefined_function(&sig))?;
+        let e = self.json_arg(e, t, if jsonb { DataType::Jsonb } else { DataType::Json }, &sig)?;
+        let defs = alias.map(|a| a.columns.as_slice()).unwrap_or_default();
+        if defs.is_empty() || defs.iter().any(|c| c.data_type.is_none()) {
+            return Err(SqlError::syntax("a column definition list is required for functions returning \"record\""));
+        }
+        let mut columns = Vec::with_capacity(defs.len());
+        for c in defs {
+            let ty = c.data_type.as_ref().map(super::coerce::map_type).transpose()?.unwrap_or(DataType::Text);
+            columns.push((ident(&c.name), ty));
+        }
+        if ordinality {
+            return Err(SqlError::syntax("WITH ORDINALITY cannot be used with a column definition list")
+                .with_hint("Put the column definition list inside ROWS FROM()."));
+        }
+        let cols = columns.clone();
+        let spec = crate::value::json_record::RecordSpec { jsonb, set, columns };
+        Ok((
+            super::detached(fname, cols),
+            VirtualSource::Function { func: TableFunc::JsonToRecord(Arc::new(spec)), args: vec![e], ordinality: false },
+        ))
+    }
+
     /// The arguments of a set-returning json function.
     pub(super) fn json_srf_args(&mut self, srf: JsonSrf, args: Vec<(Expr, Ty)>, sig: &str) -> Result<Vec<Expr>> {
         let jsonb = match srf {

@@ -106,6 +106,20 @@ impl Exec<'_> {
             }
             return Ok(());
         }
+        if let TableFunc::JsonToRecord(spec) = func {
+            let rows = crate::value::json_record::rows(spec, &vals[0])?;
+            let bytes: usize = rows.iter().map(|r| super::row_bytes(r)).sum();
+            self.interrupt.charge(bytes, "json function")?;
+            self.interrupt.mem_used -= bytes;
+            for (k, r) in rows.into_iter().enumerate() {
+                self.interrupt.tick()?;
+                out.extend(r);
+                if ordinality {
+                    out.push(Value::Int8(i64::try_from(k + 1).unwrap_or(i64::MAX)));
+                }
+            }
+            return Ok(());
+        }
         let items: Vec<Value> = match func {
             _ if vals.iter().any(Value::is_null) => Vec::new(),
             TableFunc::GenerateSeries if matches!(vals[0], Value::Numeric(_) | Value::NumericBig(_)) => {
@@ -117,7 +131,7 @@ impl Exec<'_> {
             }
             TableFunc::GenerateSeries => self.integer_series(&vals)?,
             TableFunc::Unnest(e) => types::array_values(vals[0].as_str().unwrap_or(""), *e)?,
-            TableFunc::PartitionAncestors | TableFunc::UnnestArrays(_) => Vec::new(),
+            TableFunc::PartitionAncestors | TableFunc::UnnestArrays(_) | TableFunc::JsonToRecord(_) => Vec::new(),
             TableFunc::Json(srf) => {
                 let rows = match srf {
                     crate::value::json::JsonSrf::PathQuery => crate::expr::jsonpath_eval::query_rows(&vals)?,

@@ -1,9 +1,10 @@
 //! Function calls: the builtin scalar functions, one declaration each in
-//! its family's file (strings, regex, math, datetime, interval_fns,
+//! its family's file (strings, binary, regex, math, datetime, interval_fns,
 //! conditional, misc) collected by [`registry`]; the system functions in
 //! [`system`], arrays in [`array`], json in crate::value::json.
 
 mod array;
+mod binary;
 mod conditional;
 mod datetime;
 mod infinity;

@@ -187,9 +187,10 @@ impl FunctionDef {
 }
 
 /// Every family's definitions.
-fn families() -> [&'static [FunctionDef]; 7] {
+fn families() -> [&'static [FunctionDef]; 8] {
     [
         super::strings::DEFS,
+        super::binary::DEFS,
         super::regex::DEFS,
         super::math::DEFS,
         super::datetime::DEFS,

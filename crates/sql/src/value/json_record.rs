@@ -1,0 +1,177 @@
+//! `json_to_record`, `jsonb_to_record`, `json_to_recordset` and
+//! `jsonb_to_recordset` with a column definition list: PostgreSQL 15's
+//! populate_record_field (jsonfuncs.c) for the types pgtier has.
+//!
+//! A column takes the object's key of its name (the last one of a json
+//! object that repeats it); a missing key or JSON null is NULL. Then, by
+//! the column's type:
+//! - json / jsonb: the value as JSON (a string stays a JSON string); from
+//!   json the text as written, from jsonb its jsonb text;
+//! - an array type: a JSON array element by element, a JSON string
+//!   through array input, anything else 22P02 `expected JSON array`; a
+//!   nested JSON array (a multidimensional array) is refused (0A000);
+//! - any other type: the type's input function on a string's contents,
+//!   a number's text (as written in json, numeric_out's in jsonb), `true`
+//!   / `false`, or an object's or array's JSON text.
+
+use pgtier_engine::json::{self, Json, Shallow};
+use pgtier_engine::{DataType, Value};
+
+use crate::error::{Result, SqlError};
+use crate::value;
+
+/// What a bound `json[b]_to_record[set]` call returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordSpec {
+    pub jsonb: bool,
+    /// `_to_recordset`: a row per object of an array.
+    pub set: bool,
+    /// The column definition list: key (column name) and type.
+    pub columns: Vec<(String, DataType)>,
+}
+
+impl RecordSpec {
+    fn name(&self) -> String {
+        format!("{}_to_record{}", if self.jsonb { "jsonb" } else { "json" }, if self.set { "set" } else { "" })
+    }
+}
+
+/// A JSON value to convert: json's text as written or a jsonb tree node.
+#[derive(Clone, Copy)]
+enum Jv<'a> {
+    Text(&'a str),
+    Tree(&'a Json),
+}
+
+fn syntax(e: json::JsonError, text: &str) -> SqlError {
+    SqlError::invalid_text("json", text).with_detail(e.detail)
+}
+
+/// The rows of the call on `doc` (a NULL document: none).
+pub fn rows(spec: &RecordSpec, doc: &Value) -> Result<Vec<Vec<Value>>> {
+    let wrong = |what: &str| SqlError::new("22023", format!("cannot call {} on {what}", spec.name()));
+    let not_objects = || SqlError::new("22023", format!("argument of {} must be an array of objects", spec.name()));
+    match doc {
+        Value::Null => Ok(Vec::new()),
+        Value::Json(text) => match json::shallow(text).map_err(|e| syntax(e, text))? {
+            Shallow::Object(pairs) if !spec.set => Ok(vec![json_row(spec, &pairs)?]),
+            Shallow::Object(_) => Err(wrong("an object")),
+            Shallow::Array(_) if !spec.set => Err(wrong("an array")),
+            Shallow::Array(items) => items
+                .into_iter()
+                .map(|item| match json::shallow(item).map_err(|e| syntax(e, item))? {
+                    Shallow::Object(pairs) => json_row(spec, &pairs),
+                    _ => Err(not_objects()),
+                })
+                .collect(),
+            Shallow::Scalar(_) => Err(wrong("a scalar")),
+        },
+        other => match super::json::tree(other)? {
+            Json::Object(pairs) if !spec.set => Ok(vec![jsonb_row(spec, &pairs)?]),
+            Json::Array(items) if spec.set => items
+                .iter()
+                .map(|item| match item {
+                    Json::Object(pairs) => jsonb_row(spec, pairs),
+                    _ => Err(not_objects()),
+                })
+                .collect(),
+            _ if spec.set => Err(wrong("a non-array")),
+            Json::Array(_) => Err(wrong("an array")),
+            _ => Err(wrong("a scalar")),
+        },
+    }
+}
+
+fn json_row(spec: &RecordSpec, pairs: &[(String, &str)]) -> Result<Vec<Value>> {
+    spec.columns
+        .iter()
+        .map(|(key, ty)| match pairs.iter().rev().find(|(k, _)| k == key) {
+            None => Ok(Value::Null),
+            Some((_, v)) => field(Jv::Text(v), *ty, key),
+        })
+        .collect()
+}
+
+fn jsonb_row(spec: &RecordSpec, pairs: &[(String, Json)]) -> Result<Vec<Value>> {
+    spec.columns
+        .iter()
+        .map(|(key, ty)| match pairs.iter().rev().find(|(k, _)| k == key) {
+            None => Ok(Value::Null),
+            Some((_, v)) => field(Jv::Tree(v), *ty, key),
+        })
+        .collect()
+}
+
+/// populate_record_field for the column `key` of type `ty`.
+fn field(jv: Jv<'_>, ty: DataType, key: &str) -> Result<Value> {
+    let owned;
+    let tree = match jv {
+        Jv::Text(t) => {
+            owned = json::parse(t, false).map_err(|e| syntax(e, t))?;
+            &owned
+        }
+        Jv::Tree(j) => j,
+    };
+    match (tree, ty) {
+        (Json::Null, _) => Ok(Value::Null),
+        (_, DataType::Json | DataType::Jsonb) => {
+            let text = match (jv, tree) {
+                (Jv::Text(_), Json::String(s)) => {
+                    let mut quoted = String::new();
+                    json::escape_string(&mut quoted, s);
+                    quoted
+                }
+                (Jv::Text(t), _) => t.to_owned(),
+                (Jv::Tree(j), _) => j.to_jsonb_text(),
+            };
+            super::json::input(&text, ty == DataType::Jsonb)
+        }
+        (Json::Array(_), DataType::Array(elem)) => array(jv, tree, elem.get(), key),
+        (Json::String(_), DataType::Array(_)) => scalar(jv, tree, ty),
+        (_, DataType::Array(_)) => {
+            Err(SqlError::new("22P02", "expected JSON array").with_hint(format!("See the value of key \"{key}\".")))
+        }
+        _ => scalar(jv, tree, ty),
+    }
+}
+
+/// A one-dimensional JSON array into an array of `elem`.
+fn array(jv: Jv<'_>, tree: &Json, elem: DataType, key: &str) -> Result<Value> {
+    let items: Vec<Jv<'_>> = match (jv, tree) {
+        (Jv::Text(t), _) => match json::shallow(t).map_err(|e| syntax(e, t))? {
+            Shallow::Array(items) => items.into_iter().map(Jv::Text).collect(),
+            _ => Vec::new(),
+        },
+        (Jv::Tree(_), Json::Array(items)) => items.iter().map(Jv::Tree).collect(),
+        _ => Vec::new(),
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let nested = match item {
+            Jv::Text(t) => t.trim_start().starts_with('['),
+            Jv::Tree(j) => matches!(j, Json::Array(_)),
+        };
+        if nested {
+            return Err(SqlError::unsupported(format!("multidimensional arrays (the value of key \"{key}\")")));
+        }
+        out.push(field(item, elem, key)?);
+    }
+    Ok(Value::Array(out))
+}
+
+/// populate_scalar: the type's input function on the value's text.
+fn scalar(jv: Jv<'_>, tree: &Json, ty: DataType) -> Result<Value> {
+    let text = match (jv, tree) {
+        (_, Json::String(s)) => {
+            if s.contains('\0') {
+                return Err(SqlError::new("22P05", "unsupported Unicode escape sequence")
+                    .with_detail("\\u0000 cannot be converted to text."));
+            }
+            s.clone()
+        }
+        (Jv::Text(t), _) => t.to_owned(),
+        (Jv::Tree(j), _) => j.to_jsonb_text(),
+    };
+    let v = value::parse_input(&text, ty)?;
+    value::cast(v, ty, false)
+}
