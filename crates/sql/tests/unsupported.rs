@@ -148,6 +148,10 @@ fn refused_constructs_name_themselves() {
         ("SELECT array_agg(a) FROM (SELECT ARRAY[1] AS a) s", "array_agg of integer[]"),
         ("SELECT ARRAY(SELECT ARRAY[1])", "multidimensional arrays"),
         ("SELECT '[0:1]={1,2}'::int[]", "arrays with explicit bounds"),
+        // Composite values: no record type (PostgreSQL's ROW constructor; it said 42883 "function row(...)").
+        ("SELECT row(1, 2)", "ROW constructors"),
+        ("SELECT ROW(1, 'a') FROM t", "ROW constructors"),
+        ("SELECT id FROM t WHERE row(id, v) = row(1, 2)", "ROW constructors"),
         ("SELECT * FROM json_to_record('{\"ia\": [[1, 2], [3, 4]]}') AS x(ia int[])", "multidimensional arrays"),
         ("SELECT * FROM jsonb_to_recordset('[{\"ia\": [[1]]}]') AS x(ia text[])", "multidimensional arrays"),
         ("SELECT 1 > ALL('{1}'::oid[])", "ALL over a system catalog array"),

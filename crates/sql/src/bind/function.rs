@@ -164,7 +164,12 @@ impl Binder<'_> {
         if let Some(call) = self.sys_function(name, bound.clone())? {
             return Ok(call);
         }
-        self.user_function_call(name, bound, &sig)?.ok_or_else(|| SqlError::undefined_function(&sig))
+        // ROW(...) is PostgreSQL's row constructor (a composite value),
+        // which pgtier has no type for: refused, not "does not exist".
+        self.user_function_call(name, bound, &sig)?.ok_or_else(|| match name {
+            "row" => SqlError::unsupported("ROW constructors (composite values)"),
+            _ => SqlError::undefined_function(&sig),
+        })
     }
 
     /// NULLIF(x, y): a comparison of x and y, x's value unless they are equal.
