@@ -276,6 +276,9 @@ impl Binder<'_> {
         let mut schema = schema;
         let mut rname = name;
         if let Some(a) = alias {
+            if !matches!(factor, ast::TableFactor::Table { args: Some(_), .. }) {
+                no_alias_types(&a.columns)?;
+            }
             rname = ident(&a.name);
             if !a.columns.is_empty() {
                 if a.columns.len() > schema.columns.len() {
@@ -479,6 +482,18 @@ fn no_column_definitions(alias: Option<&ast::TableAlias>) -> Result<()> {
     Ok(())
 }
 
+/// A table's or subquery's alias names columns only (gram.y's
+/// alias_clause): a type there is PostgreSQL's syntax error.
+fn no_alias_types(columns: &[ast::TableAliasColumnDef]) -> Result<()> {
+    match columns.iter().find_map(|c| c.data_type.as_ref()) {
+        Some(t) => {
+            let word = t.to_string().split(['(', ' ']).next().unwrap_or_default().to_lowercase();
+            Err(SqlError::syntax(format!("syntax error at or near \"{word}\"")))
+        }
+        None => Ok(()),
+    }
+}
+
 /// `name(type, ...)` of a call, as errors print it.
 pub(super) fn signature(fname: &str, args: &[(Expr, Ty)]) -> String {
     format!(
@@ -496,6 +511,7 @@ fn with_column_aliases(
     rname: &str,
     aliases: &[ast::TableAliasColumnDef],
 ) -> Result<Arc<TableSchema>> {
+    no_alias_types(aliases)?;
     let available = table.visible_columns().len();
     if aliases.len() > available {
         return Err(SqlError::new(
