@@ -61,9 +61,6 @@ fn refused_constructs_name_themselves() {
         // CASE resolves its ELSE first.
         ("SELECT CASE WHEN true THEN 'a'::text ELSE 'b'::char(3) END", "CASE of character and text"),
         ("SELECT GREATEST('a'::char(3), 'b'::varchar(4))", "GREATEST of character and character varying"),
-        // One two-dimensional array in PostgreSQL, not an array of arrays' text.
-        ("SELECT ARRAY[[1, 2], [3, 4]]", "multidimensional arrays"),
-        ("SELECT array_length(ARRAY[ARRAY[1, 2], ARRAY[3, 4]], 2)", "multidimensional arrays"),
         // A column keeps no interval typmod.
         ("CREATE TABLE ivt (id int PRIMARY KEY, i interval day to second)", "interval with fields or a precision"),
         ("SELECT 'P0x1Y'::interval", "hexadecimal"),
@@ -135,11 +132,7 @@ fn refused_constructs_name_themselves() {
             "MERGE INTO t USING (SELECT 1 AS id) s ON t.id = s.id WHEN NOT MATCHED THEN INSERT (id) OVERRIDING USER VALUE VALUES (s.id)",
             "OVERRIDING in MERGE's INSERT",
         ),
-        // Arrays: one dimension, lower bound 1 (PostgreSQL has more of both).
-        ("SELECT '{{1,2},{3,4}}'::int[]", "multidimensional arrays"),
-        ("SELECT ARRAY[[1,2],[3,4]]", "multidimensional arrays"),
-        ("SELECT ARRAY[ARRAY[1],ARRAY[2]]", "multidimensional arrays"),
-        ("SELECT (ARRAY[1,2])[1][1]", "multidimensional arrays"),
+        // Arrays: lower bound 1 (PostgreSQL has others); no ARRAY() or array_agg of arrays.
         ("SELECT array_agg(a) FROM (SELECT ARRAY[1] AS a) s", "array_agg of integer[]"),
         ("SELECT ARRAY(SELECT ARRAY[1])", "multidimensional arrays"),
         ("SELECT '[0:1]={1,2}'::int[]", "arrays with explicit bounds"),

@@ -138,18 +138,21 @@ impl Binder<'_> {
                 .with_hint("Explicitly cast to the desired type, for example ARRAY[]::integer[]."));
         }
         let mut bound = Vec::new();
+        let mut rows = 0;
         for i in items {
             let (e, t) = self.expr(i, scope, ctx)?;
-            // ARRAY[[1,2],[3,4]] is one two-dimensional array in PostgreSQL,
-            // which pgtier does not have. Taken as an array of the inner
-            // arrays' text, each level doubled the quoting (60 levels built a
-            // string of 2^60 bytes).
-            if matches!(i, ast::Expr::Array(_))
-                || t.is_some_and(|t| Elem::of(t).is_some() || matches!(t, DataType::Array(_)))
-            {
+            // A catalog array's text form is no row of a real array.
+            if t.is_some_and(|t| Elem::of(t).is_some()) {
                 return Err(multidimensional());
             }
+            if matches!(i, ast::Expr::Array(_)) || matches!(t, Some(DataType::Array(_))) {
+                rows += 1;
+            }
             bound.push((e, t));
+        }
+        // ARRAY[[1,2],[3,4]], ARRAY[a1, a2]: the rows of one more dimension.
+        if rows > 0 {
+            return self.array_of_rows(bound, rows);
         }
         let types: Vec<Ty> = bound.iter().map(|b| b.1).collect();
         let common = common_type(&types, "ARRAY")?.unwrap_or(DataType::Text);
@@ -177,6 +180,38 @@ impl Binder<'_> {
             out.push(self.result_cast(e, t, Some(elem.element_type()))?);
         }
         Ok((Expr::Func(Func::Sys(SysFunc::MakeArray(elem)), out), Some(elem.data_type())))
+    }
+
+    /// `ARRAY[row, row, ...]` of arrays: their common element type, each
+    /// row cast to its array type; rows of one shape checked when evaluated.
+    fn array_of_rows(&mut self, bound: Vec<(Expr, Ty)>, rows: usize) -> Result<(Expr, Ty)> {
+        // An untyped item (NULL, '{1,2}') is a row too.
+        let rows = rows + bound.iter().filter(|b| b.1.is_none()).count();
+        if rows < bound.len() {
+            let (Some(a), Some(s)) = (
+                bound.iter().find_map(|b| b.1.filter(|t| matches!(t, DataType::Array(_)))),
+                bound.iter().find_map(|b| b.1.filter(|t| !matches!(t, DataType::Array(_)))),
+            ) else {
+                return Err(multidimensional());
+            };
+            return Err(SqlError::new(
+                "42804",
+                format!("ARRAY types {} and {} cannot be matched", value::type_name(a), value::type_name(s)),
+            ));
+        }
+        let elems: Vec<Ty> = bound.iter().map(|b| b.1.and_then(elem_type)).collect();
+        let common = common_type(&elems, "ARRAY")?.unwrap_or(DataType::Text);
+        let arr_ty = array_type(common)
+            .ok_or_else(|| SqlError::unsupported(format!("arrays of {}", value::type_name(common))))?;
+        let mut out = Vec::new();
+        for (e, t) in bound {
+            out.push(self.result_cast(e, t, Some(arr_ty))?);
+        }
+        if out.iter().all(|e| matches!(e, Expr::Const(_))) {
+            let vals = out.into_iter().map(|e| if let Expr::Const(v) = e { v } else { Value::Null }).collect();
+            return Ok((Expr::Const(crate::expr::eval_array(ArrayFunc::MakeRows, vals)?), Some(arr_ty)));
+        }
+        Ok((Expr::Func(Func::Array(ArrayFunc::MakeRows), out), Some(arr_ty)))
     }
 
     /// `ARRAY(subquery)`.
@@ -257,7 +292,8 @@ impl Binder<'_> {
         Ok((Expr::Func(Func::Sys(SysFunc::Subscript(elem)), vec![a, i]), Some(elem.element_type())))
     }
 
-    /// `a[i]`, `a[i:j]` on a real array (one subscript: one dimension).
+    /// `a[i]`, `a[i][j]`, `a[i:j]`, `a[i:j][k]` on a real array: with one
+    /// slice every subscript is one (`[k]` is `[1:k]`), as in PostgreSQL.
     fn real_subscript(
         &mut self,
         a: Expr,
@@ -267,38 +303,54 @@ impl Binder<'_> {
         scope: &Scope<'_>,
         ctx: &mut ExprCtx,
     ) -> Result<(Expr, Ty)> {
-        let [ast::AccessExpr::Subscript(sub)] = chain else {
-            return Err(match chain.first() {
-                Some(ast::AccessExpr::Subscript(_)) => multidimensional(),
-                _ => SqlError::unsupported("field access on an array"),
-            });
-        };
-        let mut args = vec![a];
-        let mut bound = |b: &mut Self, e: &ast::Expr, args: &mut Vec<Expr>| -> Result<()> {
-            let (i, it) = b.expr(e, scope, ctx)?;
-            args.push(match it {
-                None => b.coerce(i, None, DataType::Int4, "subscript")?,
-                Some(t) if value::is_int4_implicit(t) => i,
-                Some(t) if value::category(t) == value::Category::Numeric => {
-                    Expr::Cast(i.boxed(), DataType::Int4, false)
-                }
-                Some(_) => return Err(SqlError::new("42804", "array subscript must have type integer")),
-            });
-            Ok(())
-        };
-        match sub {
-            ast::Subscript::Index { index } => {
-                bound(self, index, &mut args)?;
-                Ok((Expr::Func(Func::Array(ArrayFunc::Subscript), args), Some(elem)))
+        let mut subs = Vec::new();
+        for access in chain {
+            match access {
+                ast::AccessExpr::Subscript(sub) => subs.push(sub),
+                ast::AccessExpr::Dot(_) => return Err(SqlError::unsupported("field access on an array")),
             }
-            ast::Subscript::Slice { lower_bound, upper_bound, stride: None } => {
-                for e in [lower_bound, upper_bound].into_iter().flatten() {
-                    bound(self, e, &mut args)?;
-                }
-                Ok((Expr::Func(Func::Array(ArrayFunc::Slice(lower_bound.is_some(), upper_bound.is_some())), args), at))
-            }
-            ast::Subscript::Slice { .. } => Err(SqlError::syntax("syntax error at or near \":\"")),
         }
+        if subs.len() > crate::value::array::DIMS_MAX {
+            return Err(crate::value::array::too_many_dims(subs.len()));
+        }
+        let is_slice = subs.iter().any(|s| matches!(s, ast::Subscript::Slice { .. }));
+        let mut args = vec![a];
+        let mut given = 0u16;
+        for (k, sub) in subs.iter().enumerate() {
+            match sub {
+                ast::Subscript::Index { index } if is_slice => {
+                    args.push(Expr::Const(Value::Int4(1)));
+                    args.push(self.subscript_bound(index, scope, ctx)?);
+                    given |= 3 << (2 * k);
+                }
+                ast::Subscript::Index { index } => args.push(self.subscript_bound(index, scope, ctx)?),
+                ast::Subscript::Slice { lower_bound, upper_bound, stride: None } => {
+                    for (bit, e) in [(0, lower_bound), (1, upper_bound)] {
+                        if let Some(e) = e {
+                            args.push(self.subscript_bound(e, scope, ctx)?);
+                            given |= 1 << (2 * k + bit);
+                        }
+                    }
+                }
+                ast::Subscript::Slice { .. } => return Err(SqlError::syntax("syntax error at or near \":\"")),
+            }
+        }
+        if is_slice {
+            let n = u8::try_from(subs.len()).unwrap_or(u8::MAX);
+            return Ok((Expr::Func(Func::Array(ArrayFunc::Slice(n, given)), args), at));
+        }
+        Ok((Expr::Func(Func::Array(ArrayFunc::Subscript), args), Some(elem)))
+    }
+
+    /// A subscript's bound: an integer (a numeric one cast to int4).
+    fn subscript_bound(&mut self, e: &ast::Expr, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<Expr> {
+        let (i, it) = self.expr(e, scope, ctx)?;
+        Ok(match it {
+            None => self.coerce(i, None, DataType::Int4, "subscript")?,
+            Some(t) if value::is_int4_implicit(t) => i,
+            Some(t) if value::category(t) == value::Category::Numeric => Expr::Cast(i.boxed(), DataType::Int4, false),
+            Some(_) => return Err(SqlError::new("42804", "array subscript must have type integer")),
+        })
     }
 
     /// `array || array` (either side may be NULL, as in PostgreSQL).

@@ -14,7 +14,8 @@ use pgtier_engine::{DataType, Value};
 mod functions;
 
 pub use functions::{
-    ArrayFunc, BitOp, Builtin, DateField, Func, SeqFunc, SysFunc, Volatility, extract_call, oid_in, registry,
+    ArrayFunc, BitOp, Builtin, DateField, Func, SeqFunc, SysFunc, Volatility, eval_array, extract_call, oid_in,
+    registry,
 };
 
 use crate::catalog::SysCtx;
