@@ -277,6 +277,9 @@ impl Binder<'_> {
         if let Some(elem) = at.and_then(elem_type) {
             return self.real_subscript(a, at, elem, chain, scope, ctx);
         }
+        if at == Some(DataType::Jsonb) {
+            return Err(SqlError::unsupported("jsonb subscripting"));
+        }
         let [ast::AccessExpr::Subscript(ast::Subscript::Index { index })] = chain else {
             return Err(SqlError::unsupported("this field access or array slice"));
         };
@@ -342,6 +345,48 @@ impl Binder<'_> {
         Ok((Expr::Func(Func::Array(ArrayFunc::Subscript), args), Some(elem)))
     }
 
+    /// `parse::SUBSCRIPT_ASSIGN(a, value, 'spec', bounds...)`, what UPDATE's
+    /// `SET a[i] = value` (`a[i:j]`, `a[i][j]`, ...) is rewritten to: spec
+    /// is `i` per index, `s` and two bits (lower, upper given) per slice.
+    pub(super) fn subscript_assign(&mut self, args: Vec<(Expr, Ty)>) -> Result<(Expr, Ty)> {
+        let mut args = args.into_iter();
+        let (Some((a, at)), Some((v, vt)), Some((Expr::Const(Value::Text(spec)), _))) =
+            (args.next(), args.next(), args.next())
+        else {
+            return Err(SqlError::undefined_function(crate::parse::SUBSCRIPT_ASSIGN));
+        };
+        if at == Some(DataType::Jsonb) {
+            return Err(SqlError::unsupported("subscripted assignment to jsonb"));
+        }
+        let Some(elem) = at.and_then(elem_type) else {
+            let name = at.map_or("unknown", value::type_name);
+            return Err(SqlError::new(
+                "42804",
+                format!("cannot subscript type {name} because it does not support subscripting"),
+            ));
+        };
+        let arr_ty = at.unwrap_or(DataType::Text);
+        let slice = spec.contains('s');
+        let mut out = vec![a, self.result_cast(v, vt, Some(if slice { arr_ty } else { elem }))?];
+        for (e, t) in args {
+            out.push(match t {
+                None => self.coerce(e, None, DataType::Int4, "subscript")?,
+                Some(t) if value::is_int4_implicit(t) => e,
+                Some(t) if value::category(t) == value::Category::Numeric => {
+                    Expr::Cast(e.boxed(), DataType::Int4, false)
+                }
+                Some(_) => return Err(SqlError::new("42804", "array subscript must have type integer")),
+            });
+        }
+        let (n, given) = parse_spec(&spec)?;
+        if n > crate::value::array::DIMS_MAX {
+            return Err(crate::value::array::too_many_dims(n));
+        }
+        let n = u8::try_from(n).unwrap_or(u8::MAX);
+        let f = if slice { ArrayFunc::AssignSlice(n, given) } else { ArrayFunc::AssignElement };
+        Ok((Expr::Func(Func::Array(f), out), Some(arr_ty)))
+    }
+
     /// A subscript's bound: an integer (a numeric one cast to int4).
     fn subscript_bound(&mut self, e: &ast::Expr, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<Expr> {
         let (i, it) = self.expr(e, scope, ctx)?;
@@ -383,6 +428,29 @@ impl Binder<'_> {
         }
         Ok((Expr::Func(Func::Sys(SysFunc::ArrayConcat(elem)), vec![x, y]), Some(elem.data_type())))
     }
+}
+
+/// The number of subscripts of a [`Binder::subscript_assign`] spec and which
+/// slice bounds it gives (bit 2k lower, 2k+1 upper of subscript k).
+fn parse_spec(spec: &str) -> Result<(usize, u16)> {
+    let bad = || SqlError::undefined_function(crate::parse::SUBSCRIPT_ASSIGN);
+    let mut chars = spec.chars();
+    let (mut n, mut given) = (0usize, 0u16);
+    while let Some(c) = chars.next() {
+        if c == 's' {
+            for bit in 0..2 {
+                match chars.next() {
+                    Some('1') => given |= 1u16.checked_shl(u32::try_from(2 * n + bit).map_err(|_| bad())?).unwrap_or(0),
+                    Some('0') => {}
+                    _ => return Err(bad()),
+                }
+            }
+        } else if c != 'i' {
+            return Err(bad());
+        }
+        n += 1;
+    }
+    Ok((n, given))
 }
 
 /// Written as an array (`ARRAY[...]`, `ARRAY(subquery)`, `::type[]`): `||` on it is array concatenation.

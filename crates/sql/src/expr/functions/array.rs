@@ -44,6 +44,11 @@ pub enum ArrayFunc {
     Replace,
     ToString,
     StringToArray,
+    /// `a[i][j]... = v` (UPDATE's subscripted assignment): array, value,
+    /// one index per subscript.
+    AssignElement,
+    /// `a[i:j]... = src`: array, source, the given bounds as in `Slice`.
+    AssignSlice(u8, u16),
     /// `@>`.
     Contains,
     /// `<@`.
@@ -60,6 +65,8 @@ impl ArrayFunc {
             ArrayFunc::Any(..)
                 | ArrayFunc::Make
                 | ArrayFunc::MakeRows
+                | ArrayFunc::AssignElement
+                | ArrayFunc::AssignSlice(..)
                 | ArrayFunc::Cat
                 | ArrayFunc::Append
                 | ArrayFunc::Prepend
@@ -111,6 +118,8 @@ pub(super) fn eval(f: ArrayFunc, vals: Vec<Value>) -> Result<Value> {
         ArrayFunc::Any(op, all) => any(op, all, arg(0), arg(1)),
         ArrayFunc::Make => Value::Array(vals),
         ArrayFunc::MakeRows => make_rows(vals)?,
+        ArrayFunc::AssignElement => super::array_assign::assign_element(vals)?,
+        ArrayFunc::AssignSlice(n, given) => super::array_assign::assign_slice(vals, n, given)?,
         ArrayFunc::Subscript => subscript(&vals),
         ArrayFunc::Slice(n, given) => slice(&vals, n, given),
         ArrayFunc::Cat => match (arg(0), arg(1)) {

@@ -4,6 +4,7 @@
 //! [`system`], arrays in [`array`], json in crate::value::json.
 
 mod array;
+mod array_assign;
 mod conditional;
 mod datetime;
 mod infinity;
