@@ -140,18 +140,32 @@ enum Subscript {
 /// `UPDATE t SET a[i] = v, a[j:k] = w, b = x ...` as
 /// `UPDATE t SET a = pgtier_subscript_assign(pgtier_subscript_assign(a, (v), 'i', i), (w), 's11', j, k), b = x ...`:
 /// sqlparser has no subscripted target, PostgreSQL applies a column's
-/// assignments in order. None when the text is no such UPDATE.
+/// assignments in order; so is `INSERT ... ON CONFLICT ... DO UPDATE SET`.
+/// None when the text is no such statement.
 pub fn rewrite_subscripted_update(sql: &str) -> Option<String> {
     let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize().ok()?;
-    let first = tokens.iter().position(|t| !matches!(t, Token::Whitespace(_)))?;
-    if !matches!(&tokens[first], Token::Word(w) if w.keyword == Keyword::UPDATE) {
+    let is_kw = |t: &Token, k: Keyword| matches!(t, Token::Word(w) if w.keyword == k);
+    let sig: Vec<usize> = (0..tokens.len()).filter(|&i| !matches!(tokens[i], Token::Whitespace(_))).collect();
+    let first = &tokens[*sig.first()?];
+    let set = if is_kw(first, Keyword::UPDATE) {
+        tokens.iter().position(|t| is_kw(t, Keyword::SET))?
+    } else if is_kw(first, Keyword::INSERT) {
+        // INSERT ... ON CONFLICT ... DO UPDATE SET
+        sig.windows(3).find(|w| {
+            is_kw(&tokens[w[0]], Keyword::DO)
+                && is_kw(&tokens[w[1]], Keyword::UPDATE)
+                && is_kw(&tokens[w[2]], Keyword::SET)
+        })?[2]
+    } else {
         return None;
-    }
-    let set = tokens.iter().position(|t| matches!(t, Token::Word(w) if w.keyword == Keyword::SET))?;
+    };
     let (items, end) = set_items(&tokens[set + 1..]);
     if !items.iter().any(|i| !i.subscripts.is_empty()) {
         return None;
     }
+    // The column's current value, qualified: ON CONFLICT's EXCLUDED and
+    // UPDATE's FROM items may have a column of the same name.
+    let qualifier = target_name(&sig.iter().map(|&i| &tokens[i]).collect::<Vec<_>>())?;
     let mut out: Vec<String> = Vec::new();
     let mut done: Vec<&str> = Vec::new();
     for item in &items {
@@ -165,7 +179,7 @@ pub fn rewrite_subscripted_update(sql: &str) -> Option<String> {
             continue;
         }
         done.push(&item.column);
-        let mut expr = item.column.clone();
+        let mut expr = format!("{qualifier}.{}", item.column);
         for i in items.iter().filter(|o| o.column == item.column) {
             expr = assign_call(&expr, i);
         }
@@ -174,6 +188,39 @@ pub fn rewrite_subscripted_update(sql: &str) -> Option<String> {
     let head: String = tokens[..=set].iter().map(ToString::to_string).collect();
     let tail: String = tokens[set + 1 + end..].iter().map(ToString::to_string).collect();
     Some(format!("{head} {} {tail}", out.join(", ")))
+}
+
+/// The target table's alias, or its name, of `UPDATE [ONLY] name [[AS]
+/// alias] SET` or `INSERT INTO name [AS alias]`.
+fn target_name(sig: &[&Token]) -> Option<String> {
+    let is_kw = |t: Option<&&Token>, k: Keyword| matches!(t, Some(Token::Word(w)) if w.keyword == k);
+    let mut k = 1;
+    if is_kw(sig.first(), Keyword::INSERT) {
+        if !is_kw(sig.get(1), Keyword::INTO) {
+            return None;
+        }
+        k = 2;
+    } else if is_kw(sig.get(1), Keyword::ONLY) {
+        k = 2;
+    }
+    let Some(Token::Word(_)) = sig.get(k) else { return None };
+    let mut name = sig[k].to_string();
+    k += 1;
+    while matches!(sig.get(k), Some(Token::Period)) && matches!(sig.get(k + 1), Some(Token::Word(_))) {
+        name = format!("{name}.{}", sig[k + 1]);
+        k += 2;
+    }
+    if is_kw(sig.get(k), Keyword::AS) {
+        k += 1;
+    }
+    match sig.get(k) {
+        Some(Token::Word(w))
+            if w.keyword != Keyword::SET && w.keyword != Keyword::VALUES && w.keyword != Keyword::DEFAULT =>
+        {
+            Some(sig[k].to_string())
+        }
+        _ => Some(name),
+    }
 }
 
 fn assign_call(target: &str, item: &SetItem) -> String {
@@ -427,9 +474,15 @@ mod tests {
         let sql = "UPDATE t SET a[1:2] = '{7,8}', b = 1, a[3] = b[1] + 1, c[:n][2] = x FROM u WHERE id = 1";
         let out = rewrite_subscripted_update(sql).unwrap();
         assert!(out.contains(
-            "a = pgtier_subscript_assign(pgtier_subscript_assign(a, ('{7,8}'), 's11', (1), (2)), (b [ 1 ] + 1), 'i', (3))"
+            "a = pgtier_subscript_assign(pgtier_subscript_assign(t.a, ('{7,8}'), 's11', (1), (2)), (b [ 1 ] + 1), 'i', (3))"
         ), "{out}");
-        assert!(out.contains("c = pgtier_subscript_assign(c, (x), 's01s11', (n), 1, (2))"), "{out}");
+        assert!(out.contains("c = pgtier_subscript_assign(t.c, (x), 's01s11', (n), 1, (2))"), "{out}");
+        let upsert = "INSERT INTO s.t AS z VALUES (1) ON CONFLICT (k) DO UPDATE SET a[1] = 2";
+        assert!(
+            rewrite_subscripted_update(upsert).unwrap().contains("a = pgtier_subscript_assign(z.a, (2), 'i', (1))")
+        );
+        let only = rewrite_subscripted_update("UPDATE ONLY s.t SET a[1] = 2").unwrap();
+        assert!(only.contains("pgtier_subscript_assign(s.t.a,"), "{only}");
         assert!(out.contains("b = 1") && out.ends_with("FROM u WHERE id = 1"), "{out}");
         assert!(parse_sql(sql).is_ok());
         assert_eq!(rewrite_subscripted_update("UPDATE t SET a = b[1]"), None);

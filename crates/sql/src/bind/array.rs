@@ -265,13 +265,13 @@ impl Binder<'_> {
                 .ok_or_else(|| SqlError::unsupported("this field access"));
         }
         // `t.col[i]`: the parser reads the qualified name as an access chain.
-        if let (
-            ast::Expr::Identifier(table),
-            [ast::AccessExpr::Dot(ast::Expr::Identifier(column)), index @ ast::AccessExpr::Subscript(_)],
-        ) = (root, chain)
+        if let (ast::Expr::Identifier(table), [ast::AccessExpr::Dot(ast::Expr::Identifier(column)), rest @ ..]) =
+            (root, chain)
+            && !rest.is_empty()
+            && rest.iter().all(|a| matches!(a, ast::AccessExpr::Subscript(_)))
         {
             let qualified = ast::Expr::CompoundIdentifier(vec![table.clone(), column.clone()]);
-            return self.subscript(&qualified, std::slice::from_ref(index), scope, ctx);
+            return self.subscript(&qualified, rest, scope, ctx);
         }
         let (a, at) = self.expr(root, scope, ctx)?;
         if let Some(elem) = at.and_then(elem_type) {
@@ -283,9 +283,7 @@ impl Binder<'_> {
         let [ast::AccessExpr::Subscript(ast::Subscript::Index { index })] = chain else {
             return Err(SqlError::unsupported("this field access or array slice"));
         };
-        let elem = at
-            .and_then(Elem::of)
-            .ok_or_else(|| SqlError::new("42804", "cannot subscript type because it does not support subscripting"))?;
+        let elem = at.and_then(Elem::of).ok_or_else(|| not_subscriptable(at))?;
         let (i, it) = self.expr(index, scope, ctx)?;
         let i = match it {
             None => self.coerce(i, None, DataType::Int4, "subscript")?,
@@ -359,11 +357,7 @@ impl Binder<'_> {
             return Err(SqlError::unsupported("subscripted assignment to jsonb"));
         }
         let Some(elem) = at.and_then(elem_type) else {
-            let name = at.map_or("unknown", value::type_name);
-            return Err(SqlError::new(
-                "42804",
-                format!("cannot subscript type {name} because it does not support subscripting"),
-            ));
+            return Err(not_subscriptable(at));
         };
         let arr_ty = at.unwrap_or(DataType::Text);
         let slice = spec.contains('s');
@@ -428,6 +422,12 @@ impl Binder<'_> {
         }
         Ok((Expr::Func(Func::Sys(SysFunc::ArrayConcat(elem)), vec![x, y]), Some(elem.data_type())))
     }
+}
+
+/// 42804 for subscripting a type that has none (an untyped literal is unknown).
+fn not_subscriptable(t: Ty) -> SqlError {
+    let name = t.map_or("unknown", value::type_name);
+    SqlError::new("42804", format!("cannot subscript type {name} because it does not support subscripting"))
 }
 
 /// The number of subscripts of a [`Binder::subscript_assign`] spec and which
