@@ -15,6 +15,9 @@ fn refused_constructs_name_themselves() {
     conn.execute_sql("CREATE TABLE words (w text)").unwrap();
     conn.execute_sql("CREATE TABLE arr (a int[], b int[])").unwrap();
     conn.execute_sql("CREATE TABLE js (id int, j jsonb)").unwrap();
+    conn.execute_sql("CREATE TABLE arrk (a int[] PRIMARY KEY, b int[])").unwrap();
+    conn.execute_sql("CREATE INDEX arrk_b ON arrk (b)").unwrap();
+    conn.execute_sql("INSERT INTO arrk VALUES ('{1,2}', '{3}')").unwrap();
     conn.execute_sql("INSERT INTO arr VALUES ('{1,2,3}', NULL)").unwrap();
     conn.execute_sql("CREATE SEQUENCE s").unwrap();
     conn.execute_sql("CREATE TABLE ident (id int GENERATED ALWAYS AS IDENTITY)").unwrap();
@@ -143,6 +146,10 @@ fn refused_constructs_name_themselves() {
         ("SELECT '[0:1]={1,2}'::int[]", "arrays with explicit bounds"),
         // PostgreSQL's answers have a lower bound other than 1: '[0:3]={1,2,3,4}', '[2:2]={1}'.
         ("UPDATE arr SET a[0] = 1", "arrays with a lower bound other than 1"),
+        // Keys would not be in array_cmp's order (range scans over an index would miss rows).
+        ("INSERT INTO arrk VALUES ('{{1,2}}', '{1}')", "multidimensional arrays in a primary key or index column"),
+        ("INSERT INTO arrk VALUES ('{1}', '{{1}}')", "multidimensional arrays in a primary key or index column"),
+        ("UPDATE arrk SET b = '{{1}}'", "multidimensional arrays in a primary key or index column"),
         ("UPDATE arr SET b[2] = 1", "arrays with a lower bound other than 1"),
         ("UPDATE arr SET b[2:3] = '{1,2}'", "arrays with a lower bound other than 1"),
         ("SELECT 1 > ALL('{1}'::oid[])", "ALL over a system catalog array"),
