@@ -4,8 +4,9 @@
 //! ```text
 //! [count u32 LE][count x element in row::encode_value's tagged form]
 //! ```
-//! A NULL element is its tag (0) alone. Only one-dimensional arrays with
-//! lower bound 1 exist (the SQL layer refuses the others with 0A000).
+//! A NULL element is its tag (0) alone. A multidimensional array is an
+//! array of its rows (each element an array of the same shape); every
+//! lower bound is 1 (the SQL layer refuses the others with 0A000).
 
 use crate::codec::{Reader, Writer};
 use crate::error::{EngineError, Result};
@@ -17,7 +18,6 @@ pub(crate) fn encode(items: &[Value], out: &mut Vec<u8>) {
     let mut w = Writer::new(out);
     w.u32(u32::try_from(items.len()).unwrap_or(u32::MAX));
     for v in items {
-        debug_assert!(!matches!(v, Value::Array(_)), "arrays are one-dimensional");
         encode_value(&mut w, v);
     }
 }

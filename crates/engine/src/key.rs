@@ -77,7 +77,9 @@ pub(crate) fn encode_column(out: &mut Vec<u8>, value: ValueRef<'_>, ty: DataType
                 _ => DataType::Text,
             };
             for v in a.to_vec() {
-                encode_column(out, v.as_ref(), elem, true);
+                // A multidimensional array's rows are arrays of `ty`.
+                let t = if matches!(v, Value::Array(_)) { ty } else { elem };
+                encode_column(out, v.as_ref(), t, true);
             }
             out.push(ARRAY_END);
         }
@@ -351,7 +353,8 @@ fn encode_lookup(out: &mut Vec<u8>, value: &Value, ty: DataType, tagged: bool) -
                 out.push(TAG_VALUE);
             }
             for v in items {
-                if !encode_lookup(out, v, e.get(), true) {
+                let t = if matches!(v, Value::Array(_)) { ty } else { e.get() };
+                if !encode_lookup(out, v, t, true) {
                     return false;
                 }
             }

@@ -639,7 +639,11 @@ impl fmt::Display for ValueRef<'_> {
                     if i > 0 {
                         f.write_str(",")?;
                     }
-                    if v.is_null() { f.write_str("NULL")? } else { write_array_element(&v.to_string(), f)? }
+                    match v {
+                        Value::Null => f.write_str("NULL")?,
+                        Value::Array(_) => write!(f, "{v}")?,
+                        _ => write_array_element(&v.to_string(), f)?,
+                    }
                 }
                 f.write_str("}")
             }
@@ -866,7 +870,17 @@ pub fn coerce(value: Value, ty: DataType, column: &str) -> Result<Value> {
         (DataType::Json, Value::Json(v)) => Value::Json(v),
         (DataType::Jsonb, Value::Jsonb(v)) => Value::Jsonb(v),
         (DataType::Array(e), Value::Array(items)) => {
-            Value::Array(items.into_iter().map(|v| coerce(v, e.get(), column)).collect::<Result<Vec<_>>>()?)
+            // A multidimensional array's rows are arrays of the same type.
+            let row_ty = DataType::Array(e);
+            Value::Array(
+                items
+                    .into_iter()
+                    .map(|v| {
+                        let t = if matches!(v, Value::Array(_)) { row_ty } else { e.get() };
+                        coerce(v, t, column)
+                    })
+                    .collect::<Result<Vec<_>>>()?,
+            )
         }
         (_, other) => return Err(mismatch(&other)),
     })

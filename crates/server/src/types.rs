@@ -250,17 +250,21 @@ fn decode_array(bytes: &[u8], elem: DataType, what: Origin) -> Result<Value, Sql
     Ok(Value::Array(items))
 }
 
-/// array_send (see [`decode_array`]).
+/// array_send (see [`decode_array`]): a multidimensional array (nested
+/// `Value::Array` rows) as its dimensions and its elements in storage order.
 fn encode_array(items: &[Value], elem: Option<DataType>, out: &mut BytesMut) {
+    use pgtier_sql::value::array::{dims, leaves};
     let elem_oid = elem.map_or(TEXT, oid);
-    out.put_i32(i32::from(!items.is_empty()));
-    out.put_i32(i32::from(items.iter().any(Value::is_null)));
+    let shape = dims(items);
+    let flat = leaves(items);
+    out.put_i32(i32::try_from(shape.len()).unwrap_or(i32::MAX));
+    out.put_i32(i32::from(flat.iter().any(|v| v.is_null())));
     out.put_u32(elem_oid);
-    if !items.is_empty() {
-        out.put_i32(i32::try_from(items.len()).unwrap_or(i32::MAX));
+    for len in &shape {
+        out.put_i32(i32::try_from(*len).unwrap_or(i32::MAX));
         out.put_i32(1);
     }
-    for v in items {
+    for v in flat {
         if v.is_null() {
             out.put_i32(-1);
             continue;

@@ -28,7 +28,7 @@ pub fn parse_sql(sql: &str) -> Result<Vec<Statement>, ParserError> {
     if first.is_ok() {
         return first;
     }
-    match reorder_sequence_options(sql) {
+    match reorder_sequence_options(sql).or_else(|| rewrite_subscripted_update(sql)) {
         Some(fixed) => parse_bounded(&fixed).or(first),
         None => first,
     }
@@ -114,6 +114,232 @@ fn subscripted_target(body: &[&Token]) -> bool {
         k += 1;
     }
     false
+}
+
+/// The function UPDATE's subscripted assignment becomes (see
+/// [`rewrite_subscripted_update`]); the binder knows it by this name.
+pub const SUBSCRIPT_ASSIGN: &str = "pgtier_subscript_assign";
+
+/// One `target = value` of an UPDATE's SET list, as text.
+struct SetItem {
+    column: String,
+    /// Each subscript: `i` or, for a slice, its lower and upper bound text
+    /// (None: omitted).
+    subscripts: Vec<Subscript>,
+    value: String,
+    /// The item's text as written (a target that is not a plain or
+    /// subscripted column: kept).
+    text: String,
+}
+
+enum Subscript {
+    Index(String),
+    Slice(Option<String>, Option<String>),
+}
+
+/// `UPDATE t SET a[i] = v, a[j:k] = w, b = x ...` as
+/// `UPDATE t SET a = pgtier_subscript_assign(pgtier_subscript_assign(a, (v), 'i', i), (w), 's11', j, k), b = x ...`:
+/// sqlparser has no subscripted target, PostgreSQL applies a column's
+/// assignments in order; so is `INSERT ... ON CONFLICT ... DO UPDATE SET`.
+/// None when the text is no such statement.
+pub fn rewrite_subscripted_update(sql: &str) -> Option<String> {
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize().ok()?;
+    let is_kw = |t: &Token, k: Keyword| matches!(t, Token::Word(w) if w.keyword == k);
+    let sig: Vec<usize> = (0..tokens.len()).filter(|&i| !matches!(tokens[i], Token::Whitespace(_))).collect();
+    let first = &tokens[*sig.first()?];
+    let set = if is_kw(first, Keyword::UPDATE) {
+        tokens.iter().position(|t| is_kw(t, Keyword::SET))?
+    } else if is_kw(first, Keyword::INSERT) {
+        // INSERT ... ON CONFLICT ... DO UPDATE SET
+        sig.windows(3).find(|w| {
+            is_kw(&tokens[w[0]], Keyword::DO)
+                && is_kw(&tokens[w[1]], Keyword::UPDATE)
+                && is_kw(&tokens[w[2]], Keyword::SET)
+        })?[2]
+    } else {
+        return None;
+    };
+    let (items, end) = set_items(&tokens[set + 1..]);
+    if !items.iter().any(|i| !i.subscripts.is_empty()) {
+        return None;
+    }
+    // The column's current value, qualified: ON CONFLICT's EXCLUDED and
+    // UPDATE's FROM items may have a column of the same name.
+    let qualifier = target_name(&sig.iter().map(|&i| &tokens[i]).collect::<Vec<_>>())?;
+    let mut out: Vec<String> = Vec::new();
+    let mut done: Vec<&str> = Vec::new();
+    for item in &items {
+        // A column assigned whole too stays two assignments: the binder's
+        // 42601 "multiple assignments to same column".
+        if item.subscripts.is_empty() {
+            out.push(item.text.clone());
+            continue;
+        }
+        if done.contains(&item.column.as_str()) {
+            continue;
+        }
+        done.push(&item.column);
+        let mut expr = format!("{qualifier}.{}", item.column);
+        for i in items.iter().filter(|o| o.column == item.column) {
+            expr = assign_call(&expr, i);
+        }
+        out.push(format!("{} = {expr}", item.column));
+    }
+    let head: String = tokens[..=set].iter().map(ToString::to_string).collect();
+    let tail: String = tokens[set + 1 + end..].iter().map(ToString::to_string).collect();
+    Some(format!("{head} {} {tail}", out.join(", ")))
+}
+
+/// The target table's alias, or its name, of `UPDATE [ONLY] name [[AS]
+/// alias] SET` or `INSERT INTO name [AS alias]`.
+fn target_name(sig: &[&Token]) -> Option<String> {
+    let is_kw = |t: Option<&&Token>, k: Keyword| matches!(t, Some(Token::Word(w)) if w.keyword == k);
+    let mut k = 1;
+    if is_kw(sig.first(), Keyword::INSERT) {
+        if !is_kw(sig.get(1), Keyword::INTO) {
+            return None;
+        }
+        k = 2;
+    } else if is_kw(sig.get(1), Keyword::ONLY) {
+        k = 2;
+    }
+    let Some(Token::Word(_)) = sig.get(k) else { return None };
+    let mut name = sig[k].to_string();
+    k += 1;
+    while matches!(sig.get(k), Some(Token::Period)) && matches!(sig.get(k + 1), Some(Token::Word(_))) {
+        name = format!("{name}.{}", sig[k + 1]);
+        k += 2;
+    }
+    if is_kw(sig.get(k), Keyword::AS) {
+        k += 1;
+    }
+    match sig.get(k) {
+        Some(Token::Word(w))
+            if w.keyword != Keyword::SET && w.keyword != Keyword::VALUES && w.keyword != Keyword::DEFAULT =>
+        {
+            Some(sig[k].to_string())
+        }
+        _ => Some(name),
+    }
+}
+
+fn assign_call(target: &str, item: &SetItem) -> String {
+    let mut spec = String::new();
+    let mut args = Vec::new();
+    let is_slice = item.subscripts.iter().any(|s| matches!(s, Subscript::Slice(..)));
+    for s in &item.subscripts {
+        match s {
+            Subscript::Index(i) if is_slice => {
+                spec.push_str("s11");
+                args.push("1".to_owned());
+                args.push(format!("({i})"));
+            }
+            Subscript::Index(i) => {
+                spec.push('i');
+                args.push(format!("({i})"));
+            }
+            Subscript::Slice(lo, hi) => {
+                spec.push('s');
+                for b in [lo, hi] {
+                    spec.push(if b.is_some() { '1' } else { '0' });
+                    args.extend(b.iter().map(|b| format!("({b})")));
+                }
+            }
+        }
+    }
+    let args: String = args.iter().map(|a| format!(", {a}")).collect();
+    format!("{SUBSCRIPT_ASSIGN}({target}, ({}), '{spec}'{args})", item.value)
+}
+
+/// The SET list's items and how many tokens it spans (up to FROM, WHERE,
+/// RETURNING, `;` or the end, at depth 0).
+fn set_items(tokens: &[Token]) -> (Vec<SetItem>, usize) {
+    let mut items = Vec::new();
+    let mut k = 0;
+    let mut depth = 0usize;
+    let mut start = 0;
+    let ends = |t: &Token| {
+        matches!(t, Token::SemiColon)
+            || matches!(t, Token::Word(w) if matches!(w.keyword, Keyword::FROM | Keyword::WHERE | Keyword::RETURNING))
+    };
+    while k <= tokens.len() {
+        let t = tokens.get(k);
+        let boundary = match t {
+            None => true,
+            Some(t) if depth == 0 && (ends(t) || matches!(t, Token::Comma)) => true,
+            Some(Token::LParen | Token::LBracket) => {
+                depth += 1;
+                false
+            }
+            Some(Token::RParen | Token::RBracket) => {
+                depth = depth.saturating_sub(1);
+                false
+            }
+            _ => false,
+        };
+        if boundary {
+            items.push(set_item(&tokens[start..k]));
+            if t.is_none_or(|t| !matches!(t, Token::Comma)) {
+                return (items, k);
+            }
+            start = k + 1;
+        }
+        k += 1;
+    }
+    (items, tokens.len())
+}
+
+/// One item: `column [subscripts] = value`, or kept as written.
+fn set_item(tokens: &[Token]) -> SetItem {
+    let text: String = tokens.iter().map(ToString::to_string).collect();
+    let kept = || SetItem { column: String::new(), subscripts: Vec::new(), value: String::new(), text: text.clone() };
+    let sig: Vec<&Token> = tokens.iter().filter(|t| !matches!(t, Token::Whitespace(_))).collect();
+    let Some(Token::Word(col)) = sig.first() else { return kept() };
+    let mut k = 1;
+    let mut subscripts = Vec::new();
+    while matches!(sig.get(k), Some(Token::LBracket)) {
+        let Some((sub, next)) = subscript(&sig, k + 1) else { return kept() };
+        subscripts.push(sub);
+        k = next;
+    }
+    if !matches!(sig.get(k), Some(Token::Eq)) {
+        return kept();
+    }
+    let value: String = sig[k + 1..].iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" ");
+    SetItem { column: Token::Word(col.clone()).to_string(), subscripts, value, text }
+}
+
+/// The subscript whose `[` is before `sig[k]`, and the index after its `]`.
+fn subscript(sig: &[&Token], mut k: usize) -> Option<(Subscript, usize)> {
+    let mut depth = 0usize;
+    let mut parts: Vec<Vec<String>> = vec![Vec::new()];
+    loop {
+        let t = sig.get(k)?;
+        k += 1;
+        match t {
+            Token::RBracket if depth == 0 => break,
+            Token::Colon if depth == 0 => parts.push(Vec::new()),
+            // `[1:n]`: the tokenizer may read `:n` as a placeholder.
+            Token::Placeholder(p) if depth == 0 && p.starts_with(':') => {
+                parts.push(vec![p[1..].to_owned()]);
+            }
+            Token::LParen | Token::LBracket => {
+                depth += 1;
+                parts.last_mut()?.push(t.to_string());
+            }
+            Token::RParen | Token::RBracket => {
+                depth = depth.saturating_sub(1);
+                parts.last_mut()?.push(t.to_string());
+            }
+            _ => parts.last_mut()?.push(t.to_string()),
+        }
+    }
+    let text = |p: &Vec<String>| (!p.is_empty()).then(|| p.join(" "));
+    match parts.as_slice() {
+        [i] => Some((Subscript::Index(text(i)?), k)),
+        [lo, hi] => Some((Subscript::Slice(text(lo), text(hi)), k)),
+        _ => None,
+    }
 }
 
 /// The order sqlparser parses sequence options in.
@@ -241,6 +467,26 @@ mod tests {
         assert!(reorder_sequence_options("SELECT 'START 1 INCREMENT 2'").is_none());
         // Real syntax errors stay the errors they were.
         assert!(parse_sql("CREATE SEQUENCE s START 1 INCREMENT").is_err());
+    }
+
+    #[test]
+    fn subscripted_targets_become_assign_calls() {
+        let sql = "UPDATE t SET a[1:2] = '{7,8}', b = 1, a[3] = b[1] + 1, c[:n][2] = x FROM u WHERE id = 1";
+        let out = rewrite_subscripted_update(sql).unwrap();
+        assert!(out.contains(
+            "a = pgtier_subscript_assign(pgtier_subscript_assign(t.a, ('{7,8}'), 's11', (1), (2)), (b [ 1 ] + 1), 'i', (3))"
+        ), "{out}");
+        assert!(out.contains("c = pgtier_subscript_assign(t.c, (x), 's01s11', (n), 1, (2))"), "{out}");
+        let upsert = "INSERT INTO s.t AS z VALUES (1) ON CONFLICT (k) DO UPDATE SET a[1] = 2";
+        assert!(
+            rewrite_subscripted_update(upsert).unwrap().contains("a = pgtier_subscript_assign(z.a, (2), 'i', (1))")
+        );
+        let only = rewrite_subscripted_update("UPDATE ONLY s.t SET a[1] = 2").unwrap();
+        assert!(only.contains("pgtier_subscript_assign(s.t.a,"), "{only}");
+        assert!(out.contains("b = 1") && out.ends_with("FROM u WHERE id = 1"), "{out}");
+        assert!(parse_sql(sql).is_ok());
+        assert_eq!(rewrite_subscripted_update("UPDATE t SET a = b[1]"), None);
+        assert_eq!(rewrite_subscripted_update("SELECT a[1] FROM t"), None);
     }
 
     #[test]

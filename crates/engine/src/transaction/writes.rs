@@ -127,6 +127,7 @@ impl Transaction {
     fn insert_inner(&mut self, table: TableId, values: &[Value]) -> Result<()> {
         let h = self.hold(table)?;
         let store = Arc::clone(&self.held[h].store);
+        refuse_nested_keys(&store, values.iter().enumerate())?;
         if store.schema.has_rowid() && values.last().is_some_and(Value::is_null) {
             let mut with_id = values.to_vec();
             if let Some(last) = with_id.last_mut() {
@@ -226,6 +227,7 @@ impl Transaction {
         let Some(hash) = encode_pk(&store, key, &mut self.s.key)? else { return Ok(false) };
         self.on_latest(&store, hash, "row kept changing under an update", |t, at| {
             let Some(changes) = f(RowRef::new(&store.schema, &t.s.base))? else { return Ok(Some(false)) };
+            refuse_nested_keys(&store, changes.iter().map(|(c, v)| (*c, v)))?;
             apply_changes(&store.schema, &t.s.base, &changes, &mut t.s.row)?;
             t.s.tmp.clear();
             store.pk.encode_row(store.layout(), &t.s.row, &mut t.s.tmp);
@@ -406,6 +408,27 @@ impl Transaction {
 }
 
 /// Coerces `values` to the table's column types, checks NOT NULL, encodes.
+/// A multidimensional array (nested `Value::Array` rows) has no key
+/// encoding in PostgreSQL's array_cmp order (the nested one would order
+/// rows before elements, and its length is not readable without the
+/// nesting): refused in a primary-key or index column.
+fn refuse_nested_keys<'a>(store: &TableStore, values: impl Iterator<Item = (usize, &'a Value)>) -> Result<()> {
+    let nested = |v: &Value| matches!(v, Value::Array(items) if matches!(items.first(), Some(Value::Array(_))));
+    let mut meta = None;
+    for (col, v) in values {
+        if !nested(v) {
+            continue;
+        }
+        let meta = meta.get_or_insert_with(|| store.meta());
+        if store.pk.columns.contains(&col) || meta.indexes.iter().any(|i| i.spec.columns.contains(&col)) {
+            return Err(EngineError::FeatureNotSupported(
+                "multidimensional arrays in a primary key or index column".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn encode_row(schema: &TableSchema, values: &[Value], out: &mut Vec<u8>) -> Result<()> {
     if values.len() != schema.columns.len() {
         return Err(EngineError::definition(

@@ -138,18 +138,21 @@ impl Binder<'_> {
                 .with_hint("Explicitly cast to the desired type, for example ARRAY[]::integer[]."));
         }
         let mut bound = Vec::new();
+        let mut rows = 0;
         for i in items {
             let (e, t) = self.expr(i, scope, ctx)?;
-            // ARRAY[[1,2],[3,4]] is one two-dimensional array in PostgreSQL,
-            // which pgtier does not have. Taken as an array of the inner
-            // arrays' text, each level doubled the quoting (60 levels built a
-            // string of 2^60 bytes).
-            if matches!(i, ast::Expr::Array(_))
-                || t.is_some_and(|t| Elem::of(t).is_some() || matches!(t, DataType::Array(_)))
-            {
+            // A catalog array's text form is no row of a real array.
+            if t.is_some_and(|t| Elem::of(t).is_some()) {
                 return Err(multidimensional());
             }
+            if matches!(i, ast::Expr::Array(_)) || matches!(t, Some(DataType::Array(_))) {
+                rows += 1;
+            }
             bound.push((e, t));
+        }
+        // ARRAY[[1,2],[3,4]], ARRAY[a1, a2]: the rows of one more dimension.
+        if rows > 0 {
+            return self.array_of_rows(bound, rows);
         }
         let types: Vec<Ty> = bound.iter().map(|b| b.1).collect();
         let common = common_type(&types, "ARRAY")?.unwrap_or(DataType::Text);
@@ -177,6 +180,38 @@ impl Binder<'_> {
             out.push(self.result_cast(e, t, Some(elem.element_type()))?);
         }
         Ok((Expr::Func(Func::Sys(SysFunc::MakeArray(elem)), out), Some(elem.data_type())))
+    }
+
+    /// `ARRAY[row, row, ...]` of arrays: their common element type, each
+    /// row cast to its array type; rows of one shape checked when evaluated.
+    fn array_of_rows(&mut self, bound: Vec<(Expr, Ty)>, rows: usize) -> Result<(Expr, Ty)> {
+        // An untyped item (NULL, '{1,2}') is a row too.
+        let rows = rows + bound.iter().filter(|b| b.1.is_none()).count();
+        if rows < bound.len() {
+            let (Some(a), Some(s)) = (
+                bound.iter().find_map(|b| b.1.filter(|t| matches!(t, DataType::Array(_)))),
+                bound.iter().find_map(|b| b.1.filter(|t| !matches!(t, DataType::Array(_)))),
+            ) else {
+                return Err(multidimensional());
+            };
+            return Err(SqlError::new(
+                "42804",
+                format!("ARRAY types {} and {} cannot be matched", value::type_name(a), value::type_name(s)),
+            ));
+        }
+        let elems: Vec<Ty> = bound.iter().map(|b| b.1.and_then(elem_type)).collect();
+        let common = common_type(&elems, "ARRAY")?.unwrap_or(DataType::Text);
+        let arr_ty = array_type(common)
+            .ok_or_else(|| SqlError::unsupported(format!("arrays of {}", value::type_name(common))))?;
+        let mut out = Vec::new();
+        for (e, t) in bound {
+            out.push(self.result_cast(e, t, Some(arr_ty))?);
+        }
+        if out.iter().all(|e| matches!(e, Expr::Const(_))) {
+            let vals = out.into_iter().map(|e| if let Expr::Const(v) = e { v } else { Value::Null }).collect();
+            return Ok((Expr::Const(crate::expr::eval_array(ArrayFunc::MakeRows, vals)?), Some(arr_ty)));
+        }
+        Ok((Expr::Func(Func::Array(ArrayFunc::MakeRows), out), Some(arr_ty)))
     }
 
     /// `ARRAY(subquery)`.
@@ -230,24 +265,25 @@ impl Binder<'_> {
                 .ok_or_else(|| SqlError::unsupported("this field access"));
         }
         // `t.col[i]`: the parser reads the qualified name as an access chain.
-        if let (
-            ast::Expr::Identifier(table),
-            [ast::AccessExpr::Dot(ast::Expr::Identifier(column)), index @ ast::AccessExpr::Subscript(_)],
-        ) = (root, chain)
+        if let (ast::Expr::Identifier(table), [ast::AccessExpr::Dot(ast::Expr::Identifier(column)), rest @ ..]) =
+            (root, chain)
+            && !rest.is_empty()
+            && rest.iter().all(|a| matches!(a, ast::AccessExpr::Subscript(_)))
         {
             let qualified = ast::Expr::CompoundIdentifier(vec![table.clone(), column.clone()]);
-            return self.subscript(&qualified, std::slice::from_ref(index), scope, ctx);
+            return self.subscript(&qualified, rest, scope, ctx);
         }
         let (a, at) = self.expr(root, scope, ctx)?;
         if let Some(elem) = at.and_then(elem_type) {
             return self.real_subscript(a, at, elem, chain, scope, ctx);
         }
+        if at == Some(DataType::Jsonb) {
+            return Err(SqlError::unsupported("jsonb subscripting"));
+        }
         let [ast::AccessExpr::Subscript(ast::Subscript::Index { index })] = chain else {
             return Err(SqlError::unsupported("this field access or array slice"));
         };
-        let elem = at
-            .and_then(Elem::of)
-            .ok_or_else(|| SqlError::new("42804", "cannot subscript type because it does not support subscripting"))?;
+        let elem = at.and_then(Elem::of).ok_or_else(|| not_subscriptable(at))?;
         let (i, it) = self.expr(index, scope, ctx)?;
         let i = match it {
             None => self.coerce(i, None, DataType::Int4, "subscript")?,
@@ -257,7 +293,8 @@ impl Binder<'_> {
         Ok((Expr::Func(Func::Sys(SysFunc::Subscript(elem)), vec![a, i]), Some(elem.element_type())))
     }
 
-    /// `a[i]`, `a[i:j]` on a real array (one subscript: one dimension).
+    /// `a[i]`, `a[i][j]`, `a[i:j]`, `a[i:j][k]` on a real array: with one
+    /// slice every subscript is one (`[k]` is `[1:k]`), as in PostgreSQL.
     fn real_subscript(
         &mut self,
         a: Expr,
@@ -267,38 +304,92 @@ impl Binder<'_> {
         scope: &Scope<'_>,
         ctx: &mut ExprCtx,
     ) -> Result<(Expr, Ty)> {
-        let [ast::AccessExpr::Subscript(sub)] = chain else {
-            return Err(match chain.first() {
-                Some(ast::AccessExpr::Subscript(_)) => multidimensional(),
-                _ => SqlError::unsupported("field access on an array"),
-            });
-        };
+        let mut subs = Vec::new();
+        for access in chain {
+            match access {
+                ast::AccessExpr::Subscript(sub) => subs.push(sub),
+                ast::AccessExpr::Dot(_) => return Err(SqlError::unsupported("field access on an array")),
+            }
+        }
+        if subs.len() > crate::value::array::DIMS_MAX {
+            return Err(crate::value::array::too_many_dims(subs.len()));
+        }
+        let is_slice = subs.iter().any(|s| matches!(s, ast::Subscript::Slice { .. }));
         let mut args = vec![a];
-        let mut bound = |b: &mut Self, e: &ast::Expr, args: &mut Vec<Expr>| -> Result<()> {
-            let (i, it) = b.expr(e, scope, ctx)?;
-            args.push(match it {
-                None => b.coerce(i, None, DataType::Int4, "subscript")?,
-                Some(t) if value::is_int4_implicit(t) => i,
+        let mut given = 0u16;
+        for (k, sub) in subs.iter().enumerate() {
+            match sub {
+                ast::Subscript::Index { index } if is_slice => {
+                    args.push(Expr::Const(Value::Int4(1)));
+                    args.push(self.subscript_bound(index, scope, ctx)?);
+                    given |= 3 << (2 * k);
+                }
+                ast::Subscript::Index { index } => args.push(self.subscript_bound(index, scope, ctx)?),
+                ast::Subscript::Slice { lower_bound, upper_bound, stride: None } => {
+                    for (bit, e) in [(0, lower_bound), (1, upper_bound)] {
+                        if let Some(e) = e {
+                            args.push(self.subscript_bound(e, scope, ctx)?);
+                            given |= 1 << (2 * k + bit);
+                        }
+                    }
+                }
+                ast::Subscript::Slice { .. } => return Err(SqlError::syntax("syntax error at or near \":\"")),
+            }
+        }
+        if is_slice {
+            let n = u8::try_from(subs.len()).unwrap_or(u8::MAX);
+            return Ok((Expr::Func(Func::Array(ArrayFunc::Slice(n, given)), args), at));
+        }
+        Ok((Expr::Func(Func::Array(ArrayFunc::Subscript), args), Some(elem)))
+    }
+
+    /// `parse::SUBSCRIPT_ASSIGN(a, value, 'spec', bounds...)`, what UPDATE's
+    /// `SET a[i] = value` (`a[i:j]`, `a[i][j]`, ...) is rewritten to: spec
+    /// is `i` per index, `s` and two bits (lower, upper given) per slice.
+    pub(super) fn subscript_assign(&mut self, args: Vec<(Expr, Ty)>) -> Result<(Expr, Ty)> {
+        let mut args = args.into_iter();
+        let (Some((a, at)), Some((v, vt)), Some((Expr::Const(Value::Text(spec)), _))) =
+            (args.next(), args.next(), args.next())
+        else {
+            return Err(SqlError::undefined_function(crate::parse::SUBSCRIPT_ASSIGN));
+        };
+        if at == Some(DataType::Jsonb) {
+            return Err(SqlError::unsupported("subscripted assignment to jsonb"));
+        }
+        let Some(elem) = at.and_then(elem_type) else {
+            return Err(not_subscriptable(at));
+        };
+        let arr_ty = at.unwrap_or(DataType::Text);
+        let slice = spec.contains('s');
+        let mut out = vec![a, self.result_cast(v, vt, Some(if slice { arr_ty } else { elem }))?];
+        for (e, t) in args {
+            out.push(match t {
+                None => self.coerce(e, None, DataType::Int4, "subscript")?,
+                Some(t) if value::is_int4_implicit(t) => e,
                 Some(t) if value::category(t) == value::Category::Numeric => {
-                    Expr::Cast(i.boxed(), DataType::Int4, false)
+                    Expr::Cast(e.boxed(), DataType::Int4, false)
                 }
                 Some(_) => return Err(SqlError::new("42804", "array subscript must have type integer")),
             });
-            Ok(())
-        };
-        match sub {
-            ast::Subscript::Index { index } => {
-                bound(self, index, &mut args)?;
-                Ok((Expr::Func(Func::Array(ArrayFunc::Subscript), args), Some(elem)))
-            }
-            ast::Subscript::Slice { lower_bound, upper_bound, stride: None } => {
-                for e in [lower_bound, upper_bound].into_iter().flatten() {
-                    bound(self, e, &mut args)?;
-                }
-                Ok((Expr::Func(Func::Array(ArrayFunc::Slice(lower_bound.is_some(), upper_bound.is_some())), args), at))
-            }
-            ast::Subscript::Slice { .. } => Err(SqlError::syntax("syntax error at or near \":\"")),
         }
+        let (n, given) = parse_spec(&spec)?;
+        if n > crate::value::array::DIMS_MAX {
+            return Err(crate::value::array::too_many_dims(n));
+        }
+        let n = u8::try_from(n).unwrap_or(u8::MAX);
+        let f = if slice { ArrayFunc::AssignSlice(n, given) } else { ArrayFunc::AssignElement };
+        Ok((Expr::Func(Func::Array(f), out), Some(arr_ty)))
+    }
+
+    /// A subscript's bound: an integer (a numeric one cast to int4).
+    fn subscript_bound(&mut self, e: &ast::Expr, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<Expr> {
+        let (i, it) = self.expr(e, scope, ctx)?;
+        Ok(match it {
+            None => self.coerce(i, None, DataType::Int4, "subscript")?,
+            Some(t) if value::is_int4_implicit(t) => i,
+            Some(t) if value::category(t) == value::Category::Numeric => Expr::Cast(i.boxed(), DataType::Int4, false),
+            Some(_) => return Err(SqlError::new("42804", "array subscript must have type integer")),
+        })
     }
 
     /// `array || array` (either side may be NULL, as in PostgreSQL).
@@ -331,6 +422,35 @@ impl Binder<'_> {
         }
         Ok((Expr::Func(Func::Sys(SysFunc::ArrayConcat(elem)), vec![x, y]), Some(elem.data_type())))
     }
+}
+
+/// 42804 for subscripting a type that has none (an untyped literal is unknown).
+fn not_subscriptable(t: Ty) -> SqlError {
+    let name = t.map_or("unknown", value::type_name);
+    SqlError::new("42804", format!("cannot subscript type {name} because it does not support subscripting"))
+}
+
+/// The number of subscripts of a [`Binder::subscript_assign`] spec and which
+/// slice bounds it gives (bit 2k lower, 2k+1 upper of subscript k).
+fn parse_spec(spec: &str) -> Result<(usize, u16)> {
+    let bad = || SqlError::undefined_function(crate::parse::SUBSCRIPT_ASSIGN);
+    let mut chars = spec.chars();
+    let (mut n, mut given) = (0usize, 0u16);
+    while let Some(c) = chars.next() {
+        if c == 's' {
+            for bit in 0..2 {
+                match chars.next() {
+                    Some('1') => given |= 1u16.checked_shl(u32::try_from(2 * n + bit).map_err(|_| bad())?).unwrap_or(0),
+                    Some('0') => {}
+                    _ => return Err(bad()),
+                }
+            }
+        } else if c != 'i' {
+            return Err(bad());
+        }
+        n += 1;
+    }
+    Ok((n, given))
 }
 
 /// Written as an array (`ARRAY[...]`, `ARRAY(subquery)`, `::type[]`): `||` on it is array concatenation.

@@ -145,6 +145,9 @@ impl Binder<'_> {
             let types: Vec<&str> = bound.iter().map(|(_, t)| t.map_or("unknown", type_name)).collect();
             format!("{name}({})", types.join(", "))
         };
+        if name == crate::parse::SUBSCRIPT_ASSIGN {
+            return self.subscript_assign(bound);
+        }
         if super::array_func::is_array_call(name, &bound) {
             return self.array_function(name, bound, &sig);
         }

@@ -93,9 +93,26 @@ impl Exec<'_> {
             vals.push(a.eval(env, self, row)?);
         }
         if let TableFunc::UnnestArrays(_) = func {
-            // A NULL array is an empty one here.
-            let arrays: Vec<&[Value]> =
-                vals.iter().map(|v| if let Value::Array(a) = v { a.as_slice() } else { &[] }).collect();
+            // A NULL array is an empty one here; a multidimensional one
+            // gives its elements in storage order.
+            let flat: Vec<Option<Vec<Value>>> = vals
+                .iter()
+                .map(|v| match v {
+                    Value::Array(a) if crate::value::array::is_nested(a) => {
+                        Some(crate::value::array::leaves(a).into_iter().cloned().collect())
+                    }
+                    _ => None,
+                })
+                .collect();
+            let arrays: Vec<&[Value]> = vals
+                .iter()
+                .zip(&flat)
+                .map(|(v, f)| match (v, f) {
+                    (_, Some(f)) => f.as_slice(),
+                    (Value::Array(a), None) => a.as_slice(),
+                    _ => &[],
+                })
+                .collect();
             let rows = arrays.iter().map(|a| a.len()).max().unwrap_or(0);
             for k in 0..rows {
                 self.interrupt.tick()?;

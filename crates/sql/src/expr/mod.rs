@@ -16,7 +16,8 @@ pub mod jsonpath;
 pub(crate) mod jsonpath_eval;
 
 pub use functions::{
-    ArrayFunc, BitOp, Builtin, DateField, Func, SeqFunc, SysFunc, Volatility, extract_call, oid_in, registry,
+    ArrayFunc, BitOp, Builtin, DateField, Func, SeqFunc, SysFunc, Volatility, eval_array, extract_call, oid_in,
+    registry,
 };
 
 use crate::catalog::SysCtx;

@@ -1,11 +1,13 @@
-//! One-dimensional arrays (`DataType::Array`, values `Value::Array`):
-//! PostgreSQL's array_in and array_out (quoting), array_cmp, element-wise
-//! casts (array_coerce).
+//! Arrays (`DataType::Array`, values `Value::Array`): PostgreSQL's
+//! array_in and array_out (quoting), array_cmp, element-wise casts
+//! (array_coerce).
 //!
-//! Only what PostgreSQL's arrays are when written without dimension
-//! decoration exists here: one dimension, lower bound 1. Input with
-//! explicit bounds (`'[0:1]={1,2}'`) or more dimensions (`'{{1},{2}}'`,
-//! `ARRAY[[1],[2]]`) is refused with 0A000, never answered differently.
+//! A one-dimensional array is `Value::Array` of its elements (the common
+//! case, unchanged); a multidimensional one is `Value::Array` of its rows,
+//! each a `Value::Array` of the same shape (`'{{1,2},{3,4}}'`): there is
+//! no array of arrays type in PostgreSQL, so the nesting is unambiguous.
+//! Every lower bound is 1: input with explicit bounds (`'[0:1]={1,2}'`) is
+//! refused with 0A000, never answered differently.
 
 use std::cmp::Ordering;
 
@@ -83,10 +85,42 @@ fn is_space(c: char) -> bool {
     matches!(c, ' ' | '\t' | '\n' | '\r' | '\x0B' | '\x0C')
 }
 
-/// The elements of an array's text form, NULL elements as None
-/// (ReadArrayStr's rules: backslash escapes everywhere, double quotes,
-/// unquoted white space around an element dropped, unquoted `NULL`).
+/// The greatest number of dimensions (PostgreSQL's MAXDIM).
+pub const DIMS_MAX: usize = 6;
+
+pub fn too_many_dims(n: usize) -> SqlError {
+    SqlError::new("54000", format!("number of array dimensions ({n}) exceeds the maximum allowed ({DIMS_MAX})"))
+}
+
+/// One level of an array's text form: elements (NULL as None) or sub-arrays.
+#[derive(Debug, PartialEq)]
+pub enum Level {
+    Items(Vec<Option<String>>),
+    Lists(Vec<Level>),
+}
+
+type Chars<'a> = std::iter::Peekable<std::str::Chars<'a>>;
+
+fn skip_space(chars: &mut Chars<'_>) {
+    while chars.peek().is_some_and(|c| is_space(*c)) {
+        chars.next();
+    }
+}
+
+/// The elements of a one-dimensional array's text form, NULL elements as
+/// None; more dimensions are refused (the system catalogs' text arrays).
 pub fn split(text: &str) -> Result<Vec<Option<String>>> {
+    match parse(text)? {
+        Level::Items(items) => Ok(items),
+        Level::Lists(_) => Err(multidimensional()),
+    }
+}
+
+/// array_in's reading of `text` (ReadArrayStr's rules: backslash escapes
+/// everywhere, double quotes, unquoted white space around an element
+/// dropped, unquoted `NULL`; nested braces are dimensions, all sub-arrays
+/// of one level alike).
+pub fn parse(text: &str) -> Result<Level> {
     let t = text.trim_start_matches(is_space);
     if t.starts_with('[') {
         return Err(SqlError::unsupported("arrays with explicit bounds"));
@@ -95,88 +129,193 @@ pub fn split(text: &str) -> Result<Vec<Option<String>>> {
         return Err(malformed(text, "Array value must start with \"{\" or dimension information."));
     };
     let mut chars = body.chars().peekable();
-    let mut out = Vec::new();
-    let skip_space = |chars: &mut std::iter::Peekable<std::str::Chars<'_>>| {
-        while chars.peek().is_some_and(|c| is_space(*c)) {
-            chars.next();
-        }
-    };
-    skip_space(&mut chars);
-    if chars.peek() == Some(&'}') {
-        chars.next();
-    } else {
-        loop {
-            skip_space(&mut chars);
-            let mut item = String::new();
-            let mut quoted = false;
-            let mut escaped_any = false;
-            // Length of `item` up to its last character that was quoted or
-            // escaped: trailing white space before it is kept.
-            let mut keep = 0;
-            loop {
-                match chars.peek().copied() {
-                    None => return Err(malformed(text, "Unexpected end of input.")),
-                    Some('{') if !quoted => return Err(multidimensional()),
-                    Some(',' | '}') if !quoted => break,
-                    Some('"') => {
-                        chars.next();
-                        if !quoted && !escaped_any && !item.trim_end_matches(is_space).is_empty() {
-                            return Err(malformed(text, "Unexpected array element."));
-                        }
-                        quoted = !quoted;
-                        escaped_any = true;
-                        keep = item.len();
-                        if !quoted {
-                            // Only white space may follow a closing quote.
-                            skip_space(&mut chars);
-                            if !matches!(chars.peek(), Some(',' | '}')) {
-                                return Err(malformed(text, "Unexpected array element."));
-                            }
-                        }
-                    }
-                    Some('\\') => {
-                        chars.next();
-                        let c = chars.next().ok_or_else(|| malformed(text, "Unexpected end of input."))?;
-                        item.push(c);
-                        escaped_any = true;
-                        keep = item.len();
-                    }
-                    Some(c) => {
-                        chars.next();
-                        item.push(c);
-                        if quoted || !is_space(c) {
-                            keep = item.len();
-                        }
-                    }
-                }
-            }
-            item.truncate(keep);
-            if item.is_empty() && !escaped_any {
-                return Err(malformed(text, "Unexpected \",\" character."));
-            }
-            out.push(if !escaped_any && item.eq_ignore_ascii_case("null") { None } else { Some(item) });
-            match chars.next() {
-                Some(',') => continue,
-                _ => break,
-            }
-        }
-    }
+    let level = parse_level(&mut chars, text, 1)?;
     if chars.any(|c| !is_space(c)) {
         return Err(malformed(text, "Junk after closing right brace."));
     }
-    Ok(out)
+    if let Level::Lists(lists) = &level {
+        shape_of(lists)
+            .ok_or_else(|| malformed(text, "Multidimensional arrays must have sub-arrays with matching dimensions."))?;
+    }
+    Ok(level)
 }
 
-/// array_in for element type `elem`.
+/// The dimensions under a level of sub-arrays, None when they differ.
+fn shape_of(lists: &[Level]) -> Option<Vec<usize>> {
+    let mut shape: Option<Vec<usize>> = None;
+    for l in lists {
+        let s = match l {
+            Level::Items(items) => vec![items.len()],
+            Level::Lists(inner) => {
+                let mut s = vec![inner.len()];
+                s.extend(shape_of(inner)?);
+                s
+            }
+        };
+        match &shape {
+            Some(prev) if *prev != s => return None,
+            Some(_) => {}
+            None => shape = Some(s),
+        }
+    }
+    Some(shape.unwrap_or_default())
+}
+
+/// One brace level, its `{` read: up to and including its `}`.
+fn parse_level(chars: &mut Chars<'_>, text: &str, depth: usize) -> Result<Level> {
+    skip_space(chars);
+    if chars.peek() == Some(&'}') {
+        chars.next();
+        if depth > 1 {
+            return Err(malformed(text, "Unexpected \"}\" character."));
+        }
+        return Ok(Level::Items(Vec::new()));
+    }
+    let mut items = Vec::new();
+    let mut lists = Vec::new();
+    loop {
+        skip_space(chars);
+        if chars.peek() == Some(&'{') {
+            if !items.is_empty() {
+                return Err(malformed(text, "Unexpected \"{\" character."));
+            }
+            chars.next();
+            if depth + 1 > DIMS_MAX {
+                return Err(too_many_dims(depth + 1));
+            }
+            lists.push(parse_level(chars, text, depth + 1)?);
+            skip_space(chars);
+            if !matches!(chars.peek(), Some(',' | '}')) {
+                return Err(malformed(text, "Unexpected array element."));
+            }
+        } else {
+            if !lists.is_empty() {
+                return Err(malformed(text, "Unexpected array element."));
+            }
+            items.push(parse_item(chars, text)?);
+        }
+        match chars.next() {
+            Some(',') => continue,
+            _ => break,
+        }
+    }
+    Ok(if lists.is_empty() { Level::Items(items) } else { Level::Lists(lists) })
+}
+
+/// One element, up to (not including) its `,` or `}`.
+fn parse_item(chars: &mut Chars<'_>, text: &str) -> Result<Option<String>> {
+    let mut item = String::new();
+    let mut quoted = false;
+    let mut escaped_any = false;
+    // Length of `item` up to its last character that was quoted or
+    // escaped: trailing white space before it is kept.
+    let mut keep = 0;
+    loop {
+        match chars.peek().copied() {
+            None => return Err(malformed(text, "Unexpected end of input.")),
+            Some('{') if !quoted => return Err(malformed(text, "Unexpected \"{\" character.")),
+            Some(',' | '}') if !quoted => break,
+            Some('"') => {
+                chars.next();
+                if !quoted && !escaped_any && !item.trim_end_matches(is_space).is_empty() {
+                    return Err(malformed(text, "Unexpected array element."));
+                }
+                quoted = !quoted;
+                escaped_any = true;
+                keep = item.len();
+                if !quoted {
+                    // Only white space may follow a closing quote.
+                    skip_space(chars);
+                    if !matches!(chars.peek(), Some(',' | '}')) {
+                        return Err(malformed(text, "Unexpected array element."));
+                    }
+                }
+            }
+            Some('\\') => {
+                chars.next();
+                let c = chars.next().ok_or_else(|| malformed(text, "Unexpected end of input."))?;
+                item.push(c);
+                escaped_any = true;
+                keep = item.len();
+            }
+            Some(c) => {
+                chars.next();
+                item.push(c);
+                if quoted || !is_space(c) {
+                    keep = item.len();
+                }
+            }
+        }
+    }
+    item.truncate(keep);
+    if item.is_empty() && !escaped_any {
+        return Err(malformed(text, "Unexpected \",\" character."));
+    }
+    Ok(if !escaped_any && item.eq_ignore_ascii_case("null") { None } else { Some(item) })
+}
+
+/// array_in for element type `elem`: a multidimensional array is nested
+/// `Value::Array`s (rectangular, lower bounds 1).
 pub fn array_in(text: &str, elem: DataType) -> Result<Value> {
-    let items = split(text)?
-        .into_iter()
-        .map(|e| match e {
-            None => Ok(Value::Null),
-            Some(s) => value::parse_input(&s, elem),
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Value::Array(items))
+    level_value(parse(text)?, elem)
+}
+
+fn level_value(level: Level, elem: DataType) -> Result<Value> {
+    Ok(Value::Array(match level {
+        Level::Items(items) => items
+            .into_iter()
+            .map(|e| match e {
+                None => Ok(Value::Null),
+                Some(s) => value::parse_input(&s, elem),
+            })
+            .collect::<Result<Vec<_>>>()?,
+        Level::Lists(lists) => lists.into_iter().map(|l| level_value(l, elem)).collect::<Result<Vec<_>>>()?,
+    }))
+}
+
+/// Whether `items` are the rows of a multidimensional array.
+pub fn is_nested(items: &[Value]) -> bool {
+    matches!(items.first(), Some(Value::Array(_)))
+}
+
+/// The length of each dimension (none for an empty array).
+pub fn dims(items: &[Value]) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut level = items;
+    while !level.is_empty() {
+        out.push(level.len());
+        match level.first() {
+            Some(Value::Array(inner)) => level = inner,
+            _ => break,
+        }
+    }
+    out
+}
+
+/// The elements in storage order (row-major), however many dimensions.
+pub fn leaves(items: &[Value]) -> Vec<&Value> {
+    let mut out = Vec::new();
+    push_leaves(items, &mut out);
+    out
+}
+
+fn push_leaves<'a>(items: &'a [Value], out: &mut Vec<&'a Value>) {
+    for v in items {
+        match v {
+            Value::Array(inner) => push_leaves(inner, out),
+            other => out.push(other),
+        }
+    }
+}
+
+/// Consumes `items` into its elements in storage order.
+pub fn into_leaves(items: Vec<Value>, out: &mut Vec<Value>) {
+    for v in items {
+        match v {
+            Value::Array(inner) => into_leaves(inner, out),
+            other => out.push(other),
+        }
+    }
 }
 
 /// array_out: `{1,NULL,"a b"}`.
@@ -189,6 +328,10 @@ pub fn write_array(items: &[Value], out: &mut String) {
         }
         if v.is_null() {
             out.push_str("NULL");
+            continue;
+        }
+        if let Value::Array(inner) = v {
+            write_array(inner, out);
             continue;
         }
         scratch.clear();
@@ -206,21 +349,41 @@ pub fn quote_element(s: &str, out: &mut String) {
     let _ = pgtier_engine::write_array_element(s, out);
 }
 
-/// array_cmp: element by element (NULL elements after values, two NULLs
-/// equal), then the shorter array first.
+/// array_cmp: element by element in storage order (NULL elements after
+/// values, two NULLs equal), then the one with fewer elements first, then
+/// fewer dimensions, then shorter dimensions.
 pub fn compare(a: &[Value], b: &[Value]) -> Ordering {
-    for (x, y) in a.iter().zip(b) {
+    if is_nested(a) || is_nested(b) {
+        let (x, y) = (leaves(a), leaves(b));
+        return compare_flat(x.iter().copied(), y.iter().copied())
+            .then_with(|| x.len().cmp(&y.len()))
+            .then_with(|| dims(a).len().cmp(&dims(b).len()))
+            .then_with(|| dims(a).cmp(&dims(b)));
+    }
+    compare_flat(a.iter(), b.iter()).then_with(|| a.len().cmp(&b.len()))
+}
+
+fn compare_flat<'a>(a: impl Iterator<Item = &'a Value>, b: impl Iterator<Item = &'a Value>) -> Ordering {
+    for (x, y) in a.zip(b) {
         let ord = value::sort_cmp(x, y);
         if ord != Ordering::Equal {
             return ord;
         }
     }
-    a.len().cmp(&b.len())
+    Ordering::Equal
 }
 
 /// array_coerce: every element cast to `elem`.
 pub fn cast(items: Vec<Value>, elem: DataType, explicit: bool) -> Result<Value> {
-    Ok(Value::Array(items.into_iter().map(|v| value::cast(v, elem, explicit)).collect::<Result<Vec<_>>>()?))
+    Ok(Value::Array(
+        items
+            .into_iter()
+            .map(|v| match v {
+                Value::Array(inner) => cast(inner, elem, explicit),
+                v => value::cast(v, elem, explicit),
+            })
+            .collect::<Result<Vec<_>>>()?,
+    ))
 }
 
 #[cfg(test)]
@@ -244,7 +407,20 @@ mod tests {
         for bad in ["1,2", "{1,,2}", "{1,2", "{1}x", "{\"a\"b}", "{,}"] {
             assert_eq!(array_in(bad, DataType::Text).unwrap_err().sqlstate, "22P02", "{bad}");
         }
-        assert_eq!(array_in("{{1},{2}}", DataType::Int4).unwrap_err().sqlstate, "0A000");
+        let md = array_in("{{1, 2} ,{3,NULL}}", DataType::Int4).unwrap();
+        assert_eq!(out(&md), "{{1,2},{3,NULL}}");
+        assert_eq!(
+            dims(match &md {
+                Value::Array(a) => a,
+                _ => unreachable!(),
+            }),
+            vec![2, 2]
+        );
+        for bad in ["{{1},{2,3}}", "{{1},2}", "{1,{2}}", "{{}}", "{{1}x}"] {
+            assert_eq!(array_in(bad, DataType::Int4).unwrap_err().sqlstate, "22P02", "{bad}");
+        }
+        assert_eq!(array_in("{{{{{{{1}}}}}}}", DataType::Int4).unwrap_err().sqlstate, "54000");
+        assert_eq!(split("{{1},{2}}").unwrap_err().sqlstate, "0A000");
         assert_eq!(array_in("[0:1]={1,2}", DataType::Int4).unwrap_err().sqlstate, "0A000");
         assert_eq!(array_in("{a}", DataType::Int4).unwrap_err().sqlstate, "22P02");
     }

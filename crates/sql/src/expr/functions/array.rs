@@ -11,6 +11,7 @@ use pgtier_engine::Value;
 use crate::error::{Result, SqlError};
 use crate::expr::CmpOp;
 use crate::value;
+use crate::value::array::{DIMS_MAX, dims, is_nested, leaves, too_many_dims};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArrayFunc {
@@ -18,11 +19,14 @@ pub enum ArrayFunc {
     Any(CmpOp, bool),
     /// `ARRAY[a, b, ...]`.
     Make,
-    /// `a[i]`.
+    /// `ARRAY[[...], [...]]`, `ARRAY[a1, a2]` of arrays: one more dimension.
+    MakeRows,
+    /// `a[i]`, `a[i][j]`, ...: one index argument per subscript.
     Subscript,
-    /// `a[i:j]`: whether the lower and the upper bound are given (the
-    /// arguments hold only the given ones).
-    Slice(bool, bool),
+    /// `a[i:j]`, `a[i:j][k]`, ...: the number of subscripts and, bit 2k
+    /// and 2k+1, whether subscript k's lower and upper bound are given
+    /// (the arguments hold only the given ones).
+    Slice(u8, u16),
     /// array_cat and `array || array`.
     Cat,
     Append,
@@ -40,6 +44,11 @@ pub enum ArrayFunc {
     Replace,
     ToString,
     StringToArray,
+    /// `a[i][j]... = v` (UPDATE's subscripted assignment): array, value,
+    /// one index per subscript.
+    AssignElement,
+    /// `a[i:j]... = src`: array, source, the given bounds as in `Slice`.
+    AssignSlice(u8, u16),
     /// `@>`.
     Contains,
     /// `<@`.
@@ -55,6 +64,9 @@ impl ArrayFunc {
             self,
             ArrayFunc::Any(..)
                 | ArrayFunc::Make
+                | ArrayFunc::MakeRows
+                | ArrayFunc::AssignElement
+                | ArrayFunc::AssignSlice(..)
                 | ArrayFunc::Cat
                 | ArrayFunc::Append
                 | ArrayFunc::Prepend
@@ -105,19 +117,22 @@ pub(super) fn eval(f: ArrayFunc, vals: Vec<Value>) -> Result<Value> {
     Ok(match f {
         ArrayFunc::Any(op, all) => any(op, all, arg(0), arg(1)),
         ArrayFunc::Make => Value::Array(vals),
-        ArrayFunc::Subscript => {
-            let a = items(arg(0));
-            match int_arg(vals.get(1)).and_then(|i| usize::try_from(i).ok()).filter(|i| *i >= 1) {
-                Some(i) => a.get(i - 1).cloned().unwrap_or(Value::Null),
-                None => Value::Null,
-            }
-        }
-        ArrayFunc::Slice(has_lo, has_hi) => slice(&vals, has_lo, has_hi),
+        ArrayFunc::MakeRows => make_rows(vals)?,
+        ArrayFunc::AssignElement => super::array_assign::assign_element(vals)?,
+        ArrayFunc::AssignSlice(n, given) => super::array_assign::assign_slice(vals, n, given)?,
+        ArrayFunc::Subscript => subscript(&vals),
+        ArrayFunc::Slice(n, given) => slice(&vals, n, given),
         ArrayFunc::Cat => match (arg(0), arg(1)) {
             (Value::Null, b) => b.clone(),
             (a, Value::Null) => a.clone(),
-            (a, b) => Value::Array(items(a).iter().chain(items(b)).cloned().collect()),
+            (a, b) if !is_nested(items(a)) && !is_nested(items(b)) => {
+                Value::Array(items(a).iter().chain(items(b)).cloned().collect())
+            }
+            (a, b) => cat_rows(items(a), items(b))?,
         },
+        ArrayFunc::Append | ArrayFunc::Prepend if vals.iter().any(|v| matches!(v, Value::Array(a) if is_nested(a))) => {
+            return Err(SqlError::new("22000", "argument must be empty or one-dimensional array"));
+        }
         ArrayFunc::Append => {
             let mut out = items(arg(0)).to_vec();
             out.push(arg(1).clone());
@@ -128,52 +143,171 @@ pub(super) fn eval(f: ArrayFunc, vals: Vec<Value>) -> Result<Value> {
             out.extend_from_slice(items(arg(1)));
             Value::Array(out)
         }
+        ArrayFunc::Cardinality if is_nested(items(arg(0))) => count(leaves(items(arg(0))).len()),
         ArrayFunc::Cardinality => count(items(arg(0)).len()),
-        ArrayFunc::Ndims | ArrayFunc::Dims | ArrayFunc::Length | ArrayFunc::Lower | ArrayFunc::Upper => dims(f, &vals),
+        ArrayFunc::Ndims | ArrayFunc::Dims | ArrayFunc::Length | ArrayFunc::Lower | ArrayFunc::Upper => {
+            dims_of(f, &vals)
+        }
+        ArrayFunc::Position | ArrayFunc::Positions if is_nested(items(arg(0))) => {
+            return Err(SqlError::new("0A000", "searching for elements in multidimensional arrays is not supported"));
+        }
         ArrayFunc::Position | ArrayFunc::Positions => position(f, &vals)?,
+        ArrayFunc::Remove if is_nested(items(arg(0))) => {
+            return Err(SqlError::new("0A000", "removing elements from multidimensional arrays is not supported"));
+        }
         ArrayFunc::Remove | ArrayFunc::Replace => remove_or_replace(f, &vals),
         ArrayFunc::ToString => to_string(&vals),
         ArrayFunc::StringToArray => string_to_array(&vals),
-        ArrayFunc::Contains => Value::Bool(contains(items(arg(0)), items(arg(1)))),
-        ArrayFunc::ContainedBy => Value::Bool(contains(items(arg(1)), items(arg(0)))),
-        ArrayFunc::Overlap => Value::Bool(items(arg(0)).iter().any(|x| items(arg(1)).iter().any(|y| equal(x, y)))),
+        ArrayFunc::Contains => Value::Bool(contains(&leaves(items(arg(0))), &leaves(items(arg(1))))),
+        ArrayFunc::ContainedBy => Value::Bool(contains(&leaves(items(arg(1))), &leaves(items(arg(0))))),
+        ArrayFunc::Overlap => {
+            let b = leaves(items(arg(1)));
+            Value::Bool(leaves(items(arg(0))).iter().any(|x| b.iter().any(|y| equal(x, y))))
+        }
     })
 }
 
-/// `a[lo:hi]`: clamped to the array, renumbered from 1.
-fn slice(vals: &[Value], has_lo: bool, has_hi: bool) -> Value {
-    let arg = |k: usize| vals.get(k).unwrap_or(&Value::Null);
-    let a = items(arg(0));
-    let len = i64::try_from(a.len()).unwrap_or(i64::MAX);
-    let mut k = 1;
-    let lo = if has_lo {
-        k += 1;
-        int_arg(vals.get(k - 1)).unwrap_or(1)
-    } else {
-        1
-    };
-    let hi = if has_hi { int_arg(vals.get(k)).unwrap_or(len) } else { len };
-    let (lo, hi) = (lo.max(1), hi.min(len));
-    if lo > hi {
-        Value::Array(Vec::new())
-    } else {
-        let (lo, hi) = (usize::try_from(lo - 1).unwrap_or(0), usize::try_from(hi).unwrap_or(0));
-        Value::Array(a[lo..hi].to_vec())
+/// `a[i][j]...`: NULL unless there is one subscript per dimension, each
+/// within the array.
+fn subscript(vals: &[Value]) -> Value {
+    let mut cur = vals.first().unwrap_or(&Value::Null);
+    for idx in vals.iter().skip(1) {
+        let Value::Array(a) = cur else { return Value::Null };
+        match int_arg(Some(idx)).and_then(|i| usize::try_from(i).ok()).filter(|i| *i >= 1) {
+            Some(i) => cur = a.get(i - 1).unwrap_or(&Value::Null),
+            None => return Value::Null,
+        }
+    }
+    if matches!(cur, Value::Array(_)) { Value::Null } else { cur.clone() }
+}
+
+/// `a[lo:hi][...]` (array_get_slice): each bound clamped to the array, the
+/// dimensions without a subscript taken whole, renumbered from 1; empty
+/// when a range is, or when there are more subscripts than dimensions.
+fn slice(vals: &[Value], n: u8, given: u16) -> Value {
+    let a = items(vals.first().unwrap_or(&Value::Null));
+    let shape = dims(a);
+    let n = usize::from(n);
+    if n > shape.len() || shape.is_empty() {
+        return Value::Array(Vec::new());
+    }
+    let mut args = vals.iter().skip(1);
+    let mut ranges = Vec::with_capacity(shape.len());
+    for (k, len) in shape.iter().enumerate() {
+        let len = i64::try_from(*len).unwrap_or(i64::MAX);
+        let mut bound = |bit: usize, default: i64| {
+            if k < n && given & (1 << bit) != 0 { int_arg(args.next()).unwrap_or(default) } else { default }
+        };
+        let lo = bound(2 * k, 1).max(1);
+        let hi = bound(2 * k + 1, len).min(len);
+        if lo > hi {
+            return Value::Array(Vec::new());
+        }
+        ranges.push((usize::try_from(lo - 1).unwrap_or(0), usize::try_from(hi).unwrap_or(0)));
+    }
+    Value::Array(slice_rows(a, &ranges))
+}
+
+fn slice_rows(a: &[Value], ranges: &[(usize, usize)]) -> Vec<Value> {
+    let Some(((lo, hi), inner)) = ranges.split_first() else { return a.to_vec() };
+    a.get(*lo..*hi)
+        .unwrap_or_default()
+        .iter()
+        .map(|v| match v {
+            Value::Array(row) if !inner.is_empty() => Value::Array(slice_rows(row, inner)),
+            other => other.clone(),
+        })
+        .collect()
+}
+
+fn mismatched_rows() -> SqlError {
+    SqlError::new("2202E", "multidimensional arrays must have array expressions with matching dimensions")
+}
+
+/// `ARRAY[a1, a2, ...]` of arrays (ExecEvalArrayExpr): the rows of one
+/// more dimension, all of one shape; NULL and empty rows only all together
+/// (an empty array).
+fn make_rows(vals: Vec<Value>) -> Result<Value> {
+    let mut shape: Option<Vec<usize>> = None;
+    let mut empty = false;
+    for v in &vals {
+        match v {
+            Value::Array(a) if !a.is_empty() => {
+                let d = dims(a);
+                match &shape {
+                    Some(s) if *s != d => return Err(mismatched_rows()),
+                    Some(_) => {}
+                    None => shape = Some(d),
+                }
+            }
+            _ => empty = true,
+        }
+    }
+    match shape {
+        None => Ok(Value::Array(Vec::new())),
+        Some(_) if empty => Err(mismatched_rows()),
+        Some(s) if s.len() + 1 > DIMS_MAX => Err(too_many_dims(s.len() + 1)),
+        Some(_) => Ok(Value::Array(vals)),
     }
 }
 
-/// array_ndims, array_dims, array_length / lower / upper of dimension 1.
-fn dims(f: ArrayFunc, vals: &[Value]) -> Value {
-    let arg = |k: usize| vals.get(k).unwrap_or(&Value::Null);
-    let n = items(arg(0)).len();
-    let first_dim = matches!(f, ArrayFunc::Ndims | ArrayFunc::Dims) || int_arg(vals.get(1)) == Some(1);
-    if n == 0 || !first_dim {
+/// array_cat of two arrays one of which has more than one dimension:
+/// along the first dimension, the lower-dimensional one as one row.
+fn cat_rows(a: &[Value], b: &[Value]) -> Result<Value> {
+    if a.is_empty() || b.is_empty() {
+        return Ok(Value::Array(if a.is_empty() { b.to_vec() } else { a.to_vec() }));
+    }
+    let (da, db) = (dims(a), dims(b));
+    let incompatible =
+        |detail: String| SqlError::new("2202E", "cannot concatenate incompatible arrays").with_detail(detail);
+    let differing = || incompatible("Arrays with differing dimensions are not compatible for concatenation.".into());
+    let out: Vec<Value> = if da.len() == db.len() {
+        if da[1..] != db[1..] {
+            return Err(incompatible(
+                "Arrays with differing element dimensions are not compatible for concatenation.".into(),
+            ));
+        }
+        a.iter().chain(b).cloned().collect()
+    } else if da.len() + 1 == db.len() {
+        if da[..] != db[1..] {
+            return Err(differing());
+        }
+        std::iter::once(Value::Array(a.to_vec())).chain(b.iter().cloned()).collect()
+    } else if da.len() == db.len() + 1 {
+        if da[1..] != db[..] {
+            return Err(differing());
+        }
+        a.iter().cloned().chain(std::iter::once(Value::Array(b.to_vec()))).collect()
+    } else {
+        return Err(incompatible(format!(
+            "Arrays of {} and {} dimensions are not compatible for concatenation.",
+            da.len(),
+            db.len()
+        )));
+    };
+    if dims(&out).len() > DIMS_MAX {
+        return Err(too_many_dims(dims(&out).len()));
+    }
+    Ok(Value::Array(out))
+}
+
+/// array_ndims, array_dims, array_length / lower / upper of a dimension.
+fn dims_of(f: ArrayFunc, vals: &[Value]) -> Value {
+    let shape = dims(items(vals.first().unwrap_or(&Value::Null)));
+    if shape.is_empty() {
         return Value::Null;
     }
     match f {
-        ArrayFunc::Ndims | ArrayFunc::Lower => Value::Int4(1),
-        ArrayFunc::Dims => Value::Text(format!("[1:{n}]")),
-        _ => count(n),
+        ArrayFunc::Ndims => count(shape.len()),
+        ArrayFunc::Dims => Value::Text(shape.iter().map(|n| format!("[1:{n}]")).collect()),
+        _ => {
+            let d = int_arg(vals.get(1)).and_then(|d| usize::try_from(d).ok()).filter(|d| *d >= 1);
+            match d.and_then(|d| shape.get(d - 1)) {
+                None => Value::Null,
+                Some(_) if f == ArrayFunc::Lower => Value::Int4(1),
+                Some(n) => count(*n),
+            }
+        }
     }
 }
 
@@ -210,14 +344,28 @@ fn remove_or_replace(f: ArrayFunc, vals: &[Value]) -> Value {
     if f == ArrayFunc::Remove {
         Value::Array(a.iter().filter(|e| !not_distinct(e, arg(1))).cloned().collect())
     } else {
-        Value::Array(a.iter().map(|e| if not_distinct(e, arg(1)) { arg(2).clone() } else { e.clone() }).collect())
+        replace(a, arg(1), arg(2))
     }
+}
+
+/// array_replace, every dimension.
+fn replace(a: &[Value], from: &Value, to: &Value) -> Value {
+    Value::Array(
+        a.iter()
+            .map(|e| match e {
+                Value::Array(row) => replace(row, from, to),
+                e if not_distinct(e, from) => to.clone(),
+                e => e.clone(),
+            })
+            .collect(),
+    )
 }
 
 /// array_to_string(a, delimiter [, null_text]).
 fn to_string(vals: &[Value]) -> Value {
     let arg = |k: usize| vals.get(k).unwrap_or(&Value::Null);
     let (Value::Array(a), Value::Text(delim)) = (arg(0), arg(1)) else { return Value::Null };
+    let a = leaves(a);
     let null_text = arg(2).as_str();
     let mut out = String::new();
     let mut first = true;
@@ -259,13 +407,20 @@ fn string_to_array(vals: &[Value]) -> Value {
 }
 
 /// array_contain_compare: every element of `b` equals one of `a` (a NULL never does).
-fn contains(a: &[Value], b: &[Value]) -> bool {
+fn contains(a: &[&Value], b: &[&Value]) -> bool {
     b.iter().all(|y| a.iter().any(|x| equal(x, y)))
 }
 
 /// `x op ANY/ALL (a)`: three-valued, as a chain of OR / AND.
 fn any(op: CmpOp, all: bool, x: &Value, a: &Value) -> Value {
     let Value::Array(items) = a else { return Value::Null };
+    if is_nested(items) {
+        return any_of(op, all, x, leaves(items).into_iter());
+    }
+    any_of(op, all, x, items.iter())
+}
+
+fn any_of<'a>(op: CmpOp, all: bool, x: &Value, items: impl Iterator<Item = &'a Value>) -> Value {
     let mut saw_null = false;
     for e in items {
         match value::compare(x, e) {
@@ -304,7 +459,7 @@ mod tests {
             let mut vals = vec![a.clone()];
             vals.extend(lo.map(Value::Int4));
             vals.extend(hi.map(Value::Int4));
-            eval(ArrayFunc::Slice(lo.is_some(), hi.is_some()), vals).unwrap()
+            eval(ArrayFunc::Slice(1, u16::from(lo.is_some()) | u16::from(hi.is_some()) << 1), vals).unwrap()
         };
         assert_eq!(slice(Some(2), Some(3)), ints(&[Some(2), Some(3)]));
         assert_eq!(slice(Some(-5), Some(1)), ints(&[Some(1)]));

@@ -4,6 +4,7 @@
 //! [`system`], arrays in [`array`], json in crate::value::json.
 
 mod array;
+mod array_assign;
 mod binary;
 mod conditional;
 mod datetime;
@@ -24,6 +25,11 @@ use super::{Env, Expr, SubqueryRunner};
 use crate::error::Result;
 
 pub use array::ArrayFunc;
+
+/// An array function on constant arguments (the binder folds with it).
+pub fn eval_array(f: ArrayFunc, vals: Vec<pgtier_engine::Value>) -> crate::error::Result<pgtier_engine::Value> {
+    array::eval(f, vals)
+}
 pub use datetime::{DateField, extract_call};
 pub use registry::{Builtin, Volatility};
 pub use system::{BitOp, SeqFunc, SysFunc, oid_in};
