@@ -111,12 +111,12 @@ impl Binder<'_> {
                 let x = match xt {
                     None => self.coerce(x, None, DataType::Text, "||")?,
                     Some(DataType::Char(_)) => Expr::BpcharTrim(x.boxed()),
-                    _ => x,
+                    _ => crate::expr::reg_as_name(x, xt),
                 };
                 let y = match yt {
                     None => self.coerce(y, None, DataType::Text, "||")?,
                     Some(DataType::Char(_)) => Expr::BpcharTrim(y.boxed()),
-                    _ => y,
+                    _ => crate::expr::reg_as_name(y, yt),
                 };
                 Ok((Expr::Concat(x.boxed(), y.boxed()), Some(DataType::Text)))
             }

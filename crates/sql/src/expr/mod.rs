@@ -712,6 +712,16 @@ fn call_function(
     }
 }
 
+/// A `reg*` value as the name its output function prints (it is carried
+/// as its oid, crate::value::types): what `||`, concat and format print,
+/// never the number. Any other expression is returned as it is.
+pub fn reg_as_name(e: Expr, ty: Option<DataType>) -> Expr {
+    match ty.and_then(crate::value::types::RegKind::of) {
+        Some(kind) => Expr::Func(Func::Sys(SysFunc::RegOut(kind)), vec![e]),
+        None => e,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -234,7 +234,7 @@ fn resolve_variadic(
     for (e, t) in call.args {
         out.push(match t {
             None => b.coerce(e, None, Text, call.name)?,
-            _ => e,
+            _ => crate::expr::reg_as_name(e, t),
         });
     }
     Ok((Expr::Func(super::Func::Builtin(def.call(eval).lax()), out), Some(Text)))
@@ -248,11 +248,9 @@ fn resolve_format(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: Call<'
         out.push(match t {
             _ if k == 0 => b.text_arg(e, t, call.name).map_err(|_| undefined.clone())?,
             None => b.coerce(e, None, Text, call.name)?,
-            Some(t) if crate::value::types::RegKind::of(t).is_some() => {
-                return Err(SqlError::unsupported("format() of a reg* value"));
-            }
-            // char(n) keeps its padding: format prints each argument with its output function.
-            Some(_) => e,
+            // char(n) keeps its padding: format prints each argument with
+            // its output function (a reg* value's is its name).
+            Some(_) => crate::expr::reg_as_name(e, t),
         });
     }
     // Not strict: a NULL argument prints empty.
