@@ -328,6 +328,23 @@ pub fn run(args: FlashArgs) -> anyhow::Result<()> {
         }
         Err(e) => Err(e.into()),
         Ok(()) if !report.checks_clean() => {
+            // Also here, not only in the report: a CI log keeps stderr.
+            for side in &report.sides {
+                let Some(c) = side.check.as_ref().filter(|c| !c.clean) else { continue };
+                eprintln!(
+                    "pgtier demo flash: check of {}: drained {}, VERIFY {} compared / {} differing, read {} checked / {} differing / {} failed",
+                    side.label,
+                    c.drained,
+                    c.verified,
+                    c.verify_differing,
+                    c.read_checked,
+                    c.read_differing,
+                    c.read_failed
+                );
+                for d in &c.differences {
+                    eprintln!("  {d}");
+                }
+            }
             bail!("a check found the cache different from PostgreSQL (see the report's checks section)")
         }
         Ok(()) => Ok(()),
