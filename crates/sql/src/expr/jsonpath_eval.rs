@@ -44,17 +44,6 @@ fn err(code: &'static str, msg: impl Into<String>) -> SqlError {
     SqlError::new(code, msg.into())
 }
 
-fn type_name(j: &Json) -> &'static str {
-    match j {
-        Json::Null => "null",
-        Json::Bool(_) => "boolean",
-        Json::Number(_) => "number",
-        Json::String(_) => "string",
-        Json::Array(_) => "array",
-        Json::Object(_) => "object",
-    }
-}
-
 fn numeric(n: &str) -> Result<Value> {
     value::parse_input(n, value::NUMERIC_ANY).map_err(|_| SqlError::unsupported(format!("jsonpath on number {n}")))
 }
@@ -396,7 +385,7 @@ impl Ctx<'_> {
     fn method(&self, m: Method, item: Json, strict: bool) -> Result<Option<Json>> {
         let name = m.name();
         Ok(Some(match (m, item) {
-            (Method::Type, j) => Json::String(type_name(&j).to_owned()),
+            (Method::Type, j) => Json::String(j.type_name().to_owned()),
             (Method::Size, Json::Array(items)) => Json::Number(items.len().to_string()),
             (Method::Size, _) if strict => {
                 return Err(err("22039", "jsonpath item method .size() can only be applied to an array"));
