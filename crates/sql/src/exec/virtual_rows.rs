@@ -125,17 +125,7 @@ impl Exec<'_> {
         }
         if let TableFunc::JsonToRecord(spec) = func {
             let rows = crate::value::json_record::rows(spec, &vals[0])?;
-            let bytes: usize = rows.iter().map(|r| super::row_bytes(r)).sum();
-            self.interrupt.charge(bytes, "json function")?;
-            self.interrupt.mem_used -= bytes;
-            for (k, r) in rows.into_iter().enumerate() {
-                self.interrupt.tick()?;
-                out.extend(r);
-                if ordinality {
-                    out.push(Value::Int8(i64::try_from(k + 1).unwrap_or(i64::MAX)));
-                }
-            }
-            return Ok(());
+            return self.json_rows(rows, ordinality, out);
         }
         let items: Vec<Value> = match func {
             _ if vals.iter().any(Value::is_null) => Vec::new(),
@@ -154,17 +144,7 @@ impl Exec<'_> {
                     crate::value::json::JsonSrf::PathQuery => crate::expr::jsonpath_eval::query_rows(&vals)?,
                     _ => crate::value::json::srf_rows(*srf, &vals[0])?,
                 };
-                let bytes: usize = rows.iter().map(|r| super::row_bytes(r)).sum();
-                self.interrupt.charge(bytes, "json function")?;
-                self.interrupt.mem_used -= bytes;
-                for (k, r) in rows.into_iter().enumerate() {
-                    self.interrupt.tick()?;
-                    out.extend(r);
-                    if ordinality {
-                        out.push(Value::Int8(i64::try_from(k + 1).unwrap_or(i64::MAX)));
-                    }
-                }
-                return Ok(());
+                return self.json_rows(rows, ordinality, out);
             }
             TableFunc::ExpandArray(elem) => {
                 let items = match &vals[0] {
@@ -191,6 +171,22 @@ impl Exec<'_> {
     }
 
     /// generate_series of int4 or int8 (both bounds given, not NULL).
+    /// A json set-returning function's rows, charged to the statement's
+    /// memory, each with its ordinal when asked.
+    fn json_rows(&mut self, rows: Vec<Vec<Value>>, ordinality: bool, out: &mut Vec<Value>) -> Result<()> {
+        let bytes: usize = rows.iter().map(|r| super::row_bytes(r)).sum();
+        self.interrupt.charge(bytes, "json function")?;
+        self.interrupt.mem_used -= bytes;
+        for (k, r) in rows.into_iter().enumerate() {
+            self.interrupt.tick()?;
+            out.extend(r);
+            if ordinality {
+                out.push(Value::Int8(i64::try_from(k + 1).unwrap_or(i64::MAX)));
+            }
+        }
+        Ok(())
+    }
+
     fn integer_series(&mut self, vals: &[Value]) -> Result<Vec<Value>> {
         let (lo, hi) = (vals[0].as_i64().unwrap_or(0), vals[1].as_i64().unwrap_or(0));
         let step = vals.get(2).and_then(Value::as_i64).unwrap_or(1);
