@@ -724,12 +724,14 @@ pub(super) fn to_char(v: &Value, fmt: &str, mut round: impl FnMut(&Value, i32) -
                 (c_sci(f64::from(x), num.post).into_bytes(), 0, 0)
             } else {
                 let x = if num.is(F_MULTI) {
-                    // int32 arithmetic as PostgreSQL's (built with -fwrapv);
-                    // a factor past int32 converts to INT_MIN on x86.
-                    let factor = 10i64.checked_pow(u32::try_from(num.multi).unwrap_or(u32::MAX));
-                    let factor = factor.and_then(|f| i32::try_from(f).ok()).unwrap_or(i32::MIN);
+                    // Checked int32 arithmetic, as PostgreSQL since 15.20:
+                    // a factor or product past int32 is 22003 (15.18 and
+                    // older wrapped silently and printed a wrong number).
+                    let factor = 10i32
+                        .checked_pow(u32::try_from(num.multi).unwrap_or(u32::MAX))
+                        .ok_or_else(int_out_of_range)?;
                     num.pre += num.multi;
-                    x.wrapping_mul(factor)
+                    x.checked_mul(factor).ok_or_else(int_out_of_range)?
                 } else {
                     x
                 };
