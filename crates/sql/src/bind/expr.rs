@@ -436,7 +436,7 @@ impl Binder<'_> {
         }
         let ty = match target {
             Some(_) => DataType::Text,
-            None => map_type(data_type)?,
+            None => self.column_type(data_type)?,
         };
         if matches!(ty, DataType::Float4 | DataType::Float8)
             && let Some(f) = wide_numeric_literal(expr)
@@ -760,7 +760,7 @@ fn lookup(scope: &Scope<'_>, qualifier: Option<&str>, name: &str) -> Result<Opti
         }
         if let Some(c) = r.table.column_index(name) {
             let pos = r.offset + c;
-            let found = Some((pos, r.table.columns[c].ty));
+            let found = Some((pos, super::user_type::readable(r.table.columns[c].ty)?));
             if scope.hidden.contains(&pos) {
                 hidden = hidden.or(found);
             } else if visible.is_some() {

@@ -80,10 +80,15 @@ impl Binder<'_> {
                 .with_hint("Put the column definition list inside ROWS FROM()."));
         }
         let cols = columns.clone();
-        let spec = crate::value::json_record::RecordSpec { jsonb, set, columns };
+        let domains: Arc<[Option<crate::plan::ColumnDomain>]> = columns.iter().map(|_| None).collect();
+        let spec = crate::value::json_record::RecordSpec { jsonb, set, columns, populate: false };
         Ok((
             super::detached(fname, cols),
-            VirtualSource::Function { func: TableFunc::JsonToRecord(Arc::new(spec)), args: vec![e], ordinality: false },
+            VirtualSource::Function {
+                func: TableFunc::JsonToRecord(Arc::new(spec), domains),
+                args: vec![e],
+                ordinality: false,
+            },
         ))
     }
 
@@ -377,7 +382,7 @@ impl Binder<'_> {
 
     /// An argument that must be `want` (json or jsonb): an unknown literal
     /// is read as one; no other type converts implicitly.
-    fn json_arg(&mut self, e: Expr, t: Ty, want: DataType, sig: &str) -> Result<Expr> {
+    pub(super) fn json_arg(&mut self, e: Expr, t: Ty, want: DataType, sig: &str) -> Result<Expr> {
         match t {
             None => self.coerce(e, None, want, sig),
             Some(t) if t == want => Ok(e),
