@@ -445,7 +445,7 @@ fn user_type_uses_are_refused() {
         ("SELECT json_populate_record(NULL::pair, '{}')", "user-defined type pair"),
         ("CREATE TABLE uses_pair (p pair)", "user-defined type pair"),
         ("CREATE TABLE uses_small (s small)", "user-defined type small"),
-        ("SELECT * FROM json_populate_record(row(1, 2)::pair, '{}') q", "user-defined type pair"),
+        ("SELECT * FROM json_populate_record(row(1, 2, 3)::holder, '{}') q", "an attribute of a user-defined type"),
         ("SELECT * FROM jsonb_populate_recordset(NULL::small, '[]') q", "user-defined type small"),
         ("SELECT * FROM jsonb_populate_recordset(NULL::int, '[]') q", "jsonb_populate_recordset other than"),
         ("SELECT * FROM json_populate_record(NULL::pair, '{}') WITH ORDINALITY q", "WITH ORDINALITY"),

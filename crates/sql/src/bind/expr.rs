@@ -452,6 +452,12 @@ impl Binder<'_> {
                 .sys_cast(x, t, target, target.is_none().then_some(ty))?
                 .ok_or_else(|| SqlError::unsupported(format!("cast to {data_type}")));
         }
+        self.explicit_cast(x, t, ty)
+    }
+
+    /// A bound expression of type `t` cast explicitly to `ty` (its check,
+    /// an unknown literal read as `ty`, a constant folded).
+    pub(super) fn explicit_cast(&mut self, x: Expr, t: Ty, ty: DataType) -> Result<(Expr, Ty)> {
         if let Some(from) = t {
             super::cast::check_cast(from, ty)?;
         }

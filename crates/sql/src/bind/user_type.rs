@@ -17,6 +17,7 @@ use sqlparser::ast::{self, ObjectName};
 use super::{Binder, ExprCtx, Scope, ident, parts};
 use crate::catalog::user_types::{AttrType, DomainDoc, TypeDef, TypeDoc, UserType, user_type_named};
 use crate::error::{Result, SqlError};
+use crate::expr::Expr;
 use crate::plan::{BoundCheck, ColumnDomain, Plan, TableFunc, VirtualSource};
 
 /// `json[b]_populate_record[set]`: (jsonb, set).
@@ -204,6 +205,33 @@ impl Binder<'_> {
         Ok(Plan::DropType { names, if_exists, cascade, domain })
     }
 
+    /// `ROW(...)::t`'s fields, each cast to its attribute's type (as
+    /// PostgreSQL's coerce_record_to_complex, explicitly); refused for a
+    /// type with an attribute of a user-defined type, whose values pgtier
+    /// cannot check or hold.
+    fn base_record(&mut self, t: &UserType, fields: &[ast::FunctionArg], scope: &Scope<'_>) -> Result<Vec<Expr>> {
+        if fields.len() != t.columns.len() {
+            let detail = if fields.len() < t.columns.len() { "too few" } else { "too many" };
+            return Err(SqlError::new("42846", format!("cannot cast type record to {}", t.name))
+                .with_detail(format!("Input has {detail} columns.")));
+        }
+        if t.uses().next().is_some() {
+            return Err(SqlError::unsupported(format!(
+                "a ROW(...) base of populate_record for type {} (an attribute of a user-defined type)",
+                t.name
+            )));
+        }
+        let mut out = Vec::with_capacity(fields.len());
+        for (f, (_, ty)) in fields.iter().zip(&t.columns) {
+            let ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) = f else {
+                return Err(SqlError::unsupported(format!("ROW argument {f}")));
+            };
+            let (x, xt) = self.expr(e, scope, &mut ExprCtx::plain("functions in FROM"))?;
+            out.push(self.explicit_cast(x, xt, *ty)?.0);
+        }
+        Ok(out)
+    }
+
     /// A domain's constraints bound over its one column `value`.
     fn column_domain(&mut self, t: &UserType) -> Result<ColumnDomain> {
         let doc = t.doc.domain.clone().unwrap_or(DomainDoc { not_null: false, checks: Vec::new() });
@@ -232,17 +260,23 @@ impl Binder<'_> {
         let [base, doc] = exprs else {
             return Err(SqlError::unsupported(format!("{fname} with other than two arguments")));
         };
-        let ty = match base {
-            ast::Expr::Cast { expr, data_type, .. } if matches!(expr.as_ref(), ast::Expr::Value(v) if v.value == ast::Value::Null) => {
-                named_user_type(data_type).filter(|(_, array)| !array).map(|(n, _)| n)
+        // NULL::t, or ROW(...)::t: the base record's fields.
+        let (ty, fields) = match base {
+            ast::Expr::Cast { expr, data_type, .. } => {
+                let fields = match expr.as_ref() {
+                    ast::Expr::Value(v) if v.value == ast::Value::Null => Some(None),
+                    ast::Expr::Function(f) if f.name.to_string().eq_ignore_ascii_case("row") => row_fields(f).map(Some),
+                    _ => None,
+                };
+                (named_user_type(data_type).filter(|(_, array)| !array).map(|(n, _)| n), fields)
             }
-            _ => None,
+            _ => (None, None),
         };
         let t = match ty {
             Some(name) => self.use_user_type(name)?,
             None => None,
         };
-        let Some(t) = t.filter(|t| !t.is_domain()) else {
+        let (Some(t), Some(fields)) = (t.filter(|t| !t.is_domain()), fields) else {
             // The base's own error first (42704 for a type that does not exist).
             self.expr(base, scope, &mut ExprCtx::plain("functions in FROM"))?;
             return Err(SqlError::unsupported(format!(
@@ -261,6 +295,10 @@ impl Binder<'_> {
         let want = if jsonb { DataType::Jsonb } else { DataType::Json };
         let sig = format!("{fname}({}, {})", t.name, if jsonb { "jsonb" } else { "json" });
         let e = self.json_arg(e, ety, want, &sig)?;
+        let mut args = vec![e];
+        if let Some(fields) = fields {
+            args.extend(self.base_record(&t, fields, scope)?);
+        }
         let mut columns = Vec::with_capacity(t.columns.len());
         let mut domains = Vec::with_capacity(t.columns.len());
         for (k, (name, ty)) in t.columns.iter().enumerate() {
@@ -281,10 +319,21 @@ impl Binder<'_> {
             crate::bind::detached(fname, cols),
             VirtualSource::Function {
                 func: TableFunc::JsonToRecord(Arc::new(spec), domains.into()),
-                args: vec![e],
+                args,
                 ordinality: false,
             },
         ))
+    }
+}
+
+/// The arguments of `ROW(...)`, None for another form of it.
+fn row_fields(f: &ast::Function) -> Option<&[ast::FunctionArg]> {
+    match &f.args {
+        ast::FunctionArguments::List(l) if l.duplicate_treatment.is_none() && l.clauses.is_empty() => {
+            Some(l.args.as_slice())
+        }
+        ast::FunctionArguments::None => Some(&[]),
+        _ => None,
     }
 }
 

@@ -124,7 +124,8 @@ impl Exec<'_> {
             return Ok(());
         }
         if let TableFunc::JsonToRecord(spec, domains) = func {
-            let rows = self.record_rows(spec, domains, &vals[0], env)?;
+            // A populate call's base record's values follow the document.
+            let rows = self.record_rows(spec, domains, (&vals[0], &vals[1..]), env)?;
             return self.json_rows(rows, ordinality, out);
         }
         let items: Vec<Value> = match func {
@@ -180,7 +181,7 @@ impl Exec<'_> {
         &mut self,
         spec: &crate::value::json_record::RecordSpec,
         domains: &[Option<crate::plan::ColumnDomain>],
-        doc: &Value,
+        (doc, defaults): (&Value, &[Value]),
         env: &Env<'_>,
     ) -> Result<Vec<Vec<Value>>> {
         let mut check = |k: usize, v: &Value| -> Result<()> {
@@ -199,7 +200,7 @@ impl Exec<'_> {
             }
             Ok(())
         };
-        crate::value::json_record::rows(spec, doc, &mut check)
+        crate::value::json_record::rows(spec, doc, defaults, &mut check)
     }
 
     fn json_rows(&mut self, rows: Vec<Vec<Value>>, ordinality: bool, out: &mut Vec<Value>) -> Result<()> {

@@ -48,6 +48,9 @@ impl RecordSpec {
 /// in column order: PostgreSQL checks a column before it reads the next.
 pub type ColumnCheck<'a> = dyn FnMut(usize, &Value) -> Result<()> + 'a;
 
+/// A column's value from its key's converted value (None: the key is missing).
+type RowFill<'a> = dyn FnMut(usize, Option<Value>) -> Result<Value> + 'a;
+
 /// A JSON value to convert: json's text as written or a jsonb tree node.
 #[derive(Clone, Copy)]
 enum Jv<'a> {
@@ -59,8 +62,23 @@ fn syntax(e: json::JsonError, text: &str) -> SqlError {
     SqlError::invalid_text("json", text).with_detail(e.detail)
 }
 
-/// The rows of the call on `doc` (a NULL document: none).
-pub fn rows(spec: &RecordSpec, doc: &Value, check: &mut ColumnCheck<'_>) -> Result<Vec<Vec<Value>>> {
+/// The rows of the call on `doc` (a NULL document: none). `defaults`:
+/// the values of a populate call's non-NULL base record, which a column
+/// whose key is missing keeps unchecked (empty: a NULL base).
+pub fn rows(
+    spec: &RecordSpec,
+    doc: &Value,
+    defaults: &[Value],
+    check: &mut ColumnCheck<'_>,
+) -> Result<Vec<Vec<Value>>> {
+    let check = &mut |k: usize, v: Option<Value>| match v {
+        None if !defaults.is_empty() => Ok(defaults.get(k).cloned().unwrap_or(Value::Null)),
+        v => {
+            let v = v.unwrap_or(Value::Null);
+            check(k, &v)?;
+            Ok(v)
+        }
+    };
     let wrong = |what: &str| SqlError::new("22023", format!("cannot call {} on {what}", spec.name()));
     let not_objects = || SqlError::new("22023", format!("argument of {} must be an array of objects", spec.name()));
     match doc {
@@ -94,28 +112,26 @@ pub fn rows(spec: &RecordSpec, doc: &Value, check: &mut ColumnCheck<'_>) -> Resu
     }
 }
 
-fn json_row(spec: &RecordSpec, pairs: &[(String, &str)], check: &mut ColumnCheck<'_>) -> Result<Vec<Value>> {
+fn json_row(spec: &RecordSpec, pairs: &[(String, &str)], check: &mut RowFill<'_>) -> Result<Vec<Value>> {
     let mut row = Vec::with_capacity(spec.columns.len());
     for (k, (key, ty)) in spec.columns.iter().enumerate() {
         let v = match pairs.iter().rev().find(|(name, _)| name == key) {
-            None => Value::Null,
-            Some((_, v)) => field(Jv::Text(v), *ty, key)?,
+            None => None,
+            Some((_, v)) => Some(field(Jv::Text(v), *ty, key)?),
         };
-        check(k, &v)?;
-        row.push(v);
+        row.push(check(k, v)?);
     }
     Ok(row)
 }
 
-fn jsonb_row(spec: &RecordSpec, pairs: &[(String, Json)], check: &mut ColumnCheck<'_>) -> Result<Vec<Value>> {
+fn jsonb_row(spec: &RecordSpec, pairs: &[(String, Json)], check: &mut RowFill<'_>) -> Result<Vec<Value>> {
     let mut row = Vec::with_capacity(spec.columns.len());
     for (k, (key, ty)) in spec.columns.iter().enumerate() {
         let v = match pairs.iter().rev().find(|(name, _)| name == key) {
-            None => Value::Null,
-            Some((_, v)) => field(Jv::Tree(v), *ty, key)?,
+            None => None,
+            Some((_, v)) => Some(field(Jv::Tree(v), *ty, key)?),
         };
-        check(k, &v)?;
-        row.push(v);
+        row.push(check(k, v)?);
     }
     Ok(row)
 }
