@@ -178,6 +178,7 @@ impl Binder<'_> {
         let mut checks: Vec<(String, String)> = Vec::new();
         let table = crate::bind::detached(&name, vec![("value".to_owned(), base)]);
         let unnamed = d.constraints.iter().filter(|c| matches!(c, ast::TableConstraint::Check(c) if c.name.is_none()));
+        let mut not_null = false;
         let mut auto_names = (0..unnamed.count()).map(|k| match k {
             0 => format!("{name}_check"),
             k => format!("{name}_check{k}"),
@@ -186,17 +187,18 @@ impl Binder<'_> {
             let ast::TableConstraint::Check(c) = c else {
                 return Err(SqlError::unsupported("domain constraints other than CHECK"));
             };
+            if c.name.as_ref().is_some_and(|n| n.value == crate::dialect::DOMAIN_NOT_NULL) {
+                not_null = true;
+                continue;
+            }
             // Bound now for its errors; bound again where the domain is used.
             self.check_expr(&table, &c.expr)?;
             let cname = c.name.as_ref().map(ident).or_else(|| auto_names.next()).unwrap_or_default();
             checks.push((cname, c.expr.to_string()));
         }
         checks.sort_by(|a, b| a.0.cmp(&b.0));
-        let doc = TypeDoc {
-            owner: String::new(),
-            attr_types: Vec::new(),
-            domain: Some(DomainDoc { not_null: false, checks }),
-        };
+        let doc =
+            TypeDoc { owner: String::new(), attr_types: Vec::new(), domain: Some(DomainDoc { not_null, checks }) };
         Ok(Plan::CreateType(Box::new(TypeDef { name, columns: vec![("value".to_owned(), base)], doc })))
     }
 
