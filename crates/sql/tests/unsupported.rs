@@ -459,11 +459,26 @@ fn user_type_uses_are_refused() {
         ("CREATE DOMAIN with_default AS int DEFAULT 1", "DEFAULT"),
         ("CREATE TYPE smalls AS (a small[])", "arrays of domains"),
         ("DROP TYPE pair CASCADE", "CASCADE"),
+        ("CREATE TYPE empty AS ()", "without attributes"),
+        ("CREATE SCHEMA s", ""),
+        ("CREATE TYPE s.elsewhere AS (x int)", "outside schema public"),
     ] {
+        if sql.starts_with("CREATE SCHEMA") {
+            conn.execute_sql(sql).unwrap();
+            continue;
+        }
         let e = conn.execute_sql(sql).unwrap_err();
         assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");
         assert!(e.message.contains(names), "{sql}: {}", e.message);
     }
+    // PostgreSQL would create it in s, and look for it in s only.
+    conn.execute_sql("SET search_path = s, public").unwrap();
+    let e = conn.execute_sql("CREATE TYPE in_s AS (x int)").unwrap_err();
+    assert_eq!(e.sqlstate, "0A000", "{e:?}");
+    conn.execute_sql("SET search_path = s").unwrap();
+    let e = conn.execute_sql("SELECT * FROM json_populate_record(NULL::pair, '{}') q").unwrap_err();
+    assert_eq!(e.sqlstate, "0A000", "{e:?}");
+    conn.execute_sql("RESET search_path").unwrap();
     drop(conn);
     let mut conn = Connection::new(Database::open(dir.path(), config()).unwrap());
     let res = conn.execute_sql("SELECT x, y FROM json_populate_record(NULL::pair, '{\"x\": 1}') q").unwrap();

@@ -43,12 +43,17 @@ pub(super) fn is_type_statement(stmt: &ast::Statement) -> bool {
 }
 
 /// A type name as the unqualified name of a user-defined type: `t` or
-/// `public.t` (pgtier makes them in public only).
-fn type_name_of(name: &ObjectName) -> Result<String> {
+/// `public.t` (pgtier makes them in public only). An unqualified name is
+/// refused where PostgreSQL would look elsewhere: a CREATE whose search
+/// path does not start with public, a lookup whose path lacks it.
+fn type_name_of(name: &ObjectName, path: &crate::catalog::search_path::SearchPath, creating: bool) -> Result<String> {
+    let outside = || SqlError::unsupported(format!("user-defined types outside schema public ({name})"));
     match parts(name)?.as_slice() {
+        [_] if creating && path.schemas.first().map(String::as_str) != Some("public") => Err(outside()),
+        [_] if !path.schemas.iter().any(|s| s == "public") => Err(outside()),
         [n] => Ok(n.clone()),
         [s, n] if s == "public" => Ok(n.clone()),
-        _ => Err(SqlError::unsupported(format!("user-defined types outside schema public ({name})"))),
+        _ => Err(outside()),
     }
 }
 
@@ -72,7 +77,7 @@ impl Binder<'_> {
     }
 
     pub(super) fn user_type_refusal(&self, e: SqlError, dt: &ast::DataType) -> SqlError {
-        let named = named_user_type(dt).and_then(|(n, _)| type_name_of(n).ok());
+        let named = named_user_type(dt).and_then(|(n, _)| type_name_of(n, self.path, false).ok());
         match named.and_then(|n| user_type_named(self.catalog, &n)) {
             Some(t) if e.sqlstate == "42704" => SqlError::unsupported(format!(
                 "values of user-defined type {} (only json[b]_populate_record[set] reads one)",
@@ -84,7 +89,7 @@ impl Binder<'_> {
 
     /// The user-defined type `name` names, as a dependency of the plan.
     fn use_user_type(&mut self, name: &ObjectName) -> Result<Option<UserType>> {
-        let Some(t) = user_type_named(self.catalog, &type_name_of(name)?) else { return Ok(None) };
+        let Some(t) = user_type_named(self.catalog, &type_name_of(name, self.path, false)?) else { return Ok(None) };
         if !self.deps.iter().any(|d| Arc::ptr_eq(d, &t.table)) {
             self.deps.push(Arc::clone(&t.table));
         }
@@ -114,7 +119,7 @@ impl Binder<'_> {
         name: &ObjectName,
         representation: Option<&ast::UserDefinedTypeRepresentation>,
     ) -> Result<Plan> {
-        let name = type_name_of(name)?;
+        let name = type_name_of(name, self.path, true)?;
         let attributes = match representation {
             Some(ast::UserDefinedTypeRepresentation::Composite { attributes }) => attributes,
             Some(ast::UserDefinedTypeRepresentation::Enum { .. }) => {
@@ -138,6 +143,10 @@ impl Binder<'_> {
             let (ty, user) = self.attribute_type(&a.data_type)?;
             columns.push((attr, ty));
             attr_types.push(user);
+        }
+        if columns.is_empty() {
+            // The engine table that keeps it wants a column.
+            return Err(SqlError::unsupported("composite types without attributes"));
         }
         if columns.len() > 1600 {
             return Err(SqlError::new("54011", "tables can have at most 1600 columns"));
@@ -164,7 +173,7 @@ impl Binder<'_> {
     }
 
     fn create_domain(&mut self, d: &ast::CreateDomain) -> Result<Plan> {
-        let name = type_name_of(&d.name)?;
+        let name = type_name_of(&d.name, self.path, true)?;
         if d.collation.is_some() {
             return Err(SqlError::unsupported("CREATE DOMAIN ... COLLATE"));
         }
@@ -203,7 +212,7 @@ impl Binder<'_> {
     }
 
     fn drop_types(&self, names: &[ObjectName], if_exists: bool, cascade: bool, domain: bool) -> Result<Plan> {
-        let names = names.iter().map(type_name_of).collect::<Result<Vec<_>>>()?;
+        let names = names.iter().map(|n| type_name_of(n, self.path, false)).collect::<Result<Vec<_>>>()?;
         Ok(Plan::DropType { names, if_exists, cascade, domain })
     }
 
