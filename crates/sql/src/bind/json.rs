@@ -81,7 +81,9 @@ impl Binder<'_> {
         }
         let cols = columns.clone();
         let domains: Arc<[Option<crate::plan::ColumnDomain>]> = columns.iter().map(|_| None).collect();
-        let spec = crate::value::json_record::RecordSpec { jsonb, set, columns, populate: false };
+        // json[b]_populate_record[set](NULL::record, doc) AS x(...) too.
+        let populate = fname.contains("_populate_");
+        let spec = crate::value::json_record::RecordSpec { jsonb, set, columns, populate };
         Ok((
             super::detached(fname, cols),
             VirtualSource::Function {

@@ -283,6 +283,12 @@ impl Binder<'_> {
             }
             _ => (None, None),
         };
+        // NULL::record: the row type is the column definition list's, as
+        // json[b]_to_record[set]'s.
+        if ty.is_some_and(|n| n.to_string().eq_ignore_ascii_case("record")) && fields == Some(None) {
+            let doc = self.expr(doc, scope, &mut ExprCtx::plain("functions in FROM"))?;
+            return self.json_to_record(fname, (jsonb, set), vec![doc], alias, ordinality);
+        }
         let t = match ty {
             Some(name) => self.use_user_type(name)?,
             None => None,
