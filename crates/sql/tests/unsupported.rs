@@ -459,6 +459,7 @@ fn user_type_uses_are_refused() {
         ("CREATE DOMAIN with_default AS int DEFAULT 1", "DEFAULT"),
         ("CREATE TYPE smalls AS (a small[])", "arrays of domains"),
         ("DROP TYPE pair CASCADE", "CASCADE"),
+        ("SELECT * FROM json_to_record('{}') AS x(a int, p pair)", "user-defined type pair"),
         ("CREATE TYPE empty AS ()", "without attributes"),
         ("CREATE SCHEMA s", ""),
         ("CREATE TYPE s.elsewhere AS (x int)", "outside schema public"),

@@ -72,7 +72,10 @@ impl Binder<'_> {
         }
         let mut columns = Vec::with_capacity(defs.len());
         for c in defs {
-            let ty = c.data_type.as_ref().map(super::coerce::map_type).transpose()?.unwrap_or(DataType::Text);
+            let ty = match &c.data_type {
+                Some(dt) => self.column_type(dt)?,
+                None => DataType::Text,
+            };
             columns.push((ident(&c.name), ty));
         }
         if ordinality {
