@@ -342,6 +342,11 @@ impl Dialect for PgDialect {
         {
             return Some(parse_create_user(parser));
         }
+        if parser.peek_keyword(Keyword::CREATE)
+            && matches!(parser.peek_nth_token_ref(1).token, Token::Word(ref w) if w.keyword == Keyword::DOMAIN)
+        {
+            return Some(parse_create_domain(parser));
+        }
         if parser.peek_keyword(Keyword::CREATE) {
             // Not one of its forms: rewound, and left to sqlparser.
             if let Some(like) = parser.maybe_parse(parse_create_table_like).transpose() {
@@ -609,6 +614,56 @@ fn parse_create_table_head(parser: &mut Parser) -> Result<CreateTableHead, Parse
     let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
     let name = parser.parse_object_name(false)?;
     Ok(CreateTableHead { temporary, if_not_exists, name })
+}
+
+/// The name of a domain's NOT NULL in the CREATE DOMAIN sqlparser
+/// represents (its constraints are table constraints, which have no NOT
+/// NULL): a CHECK (VALUE IS NOT NULL) of this name, which the binder reads
+/// as the domain's NOT NULL.
+pub const DOMAIN_NOT_NULL: &str = "pgtier domain not null";
+
+/// `CREATE DOMAIN name [AS] type [COLLATE c] [DEFAULT e] [[CONSTRAINT n]
+/// NOT NULL | NULL | CHECK (e)] ...`: sqlparser's takes CHECK only.
+fn parse_create_domain(parser: &mut Parser) -> Result<Statement, ParserError> {
+    parser.expect_keywords(&[Keyword::CREATE, Keyword::DOMAIN])?;
+    let name = parser.parse_object_name(false)?;
+    let _optional_as = parser.parse_keyword(Keyword::AS);
+    let data_type = parser.parse_data_type()?;
+    let collation = if parser.parse_keyword(Keyword::COLLATE) { Some(parser.parse_identifier()?) } else { None };
+    let default = if parser.parse_keyword(Keyword::DEFAULT) { Some(parser.parse_expr()?) } else { None };
+    let mut constraints = Vec::new();
+    let (mut not_null, mut null) = (false, false);
+    loop {
+        let cname = if parser.parse_keyword(Keyword::CONSTRAINT) { Some(parser.parse_identifier()?) } else { None };
+        if parser.parse_keywords(&[Keyword::NOT, Keyword::NULL]) {
+            not_null = true;
+            let value = Expr::Identifier(sqlparser::ast::Ident::new("value"));
+            constraints.push(sqlparser::ast::TableConstraint::Check(sqlparser::ast::CheckConstraint {
+                name: Some(sqlparser::ast::Ident::new(DOMAIN_NOT_NULL)),
+                expr: Box::new(Expr::IsNotNull(Box::new(value))),
+                enforced: None,
+            }));
+        } else if parser.parse_keyword(Keyword::NULL) {
+            null = true;
+        } else if parser.parse_keyword(Keyword::CHECK) {
+            parser.expect_token(&Token::LParen)?;
+            let expr = parser.parse_expr()?;
+            parser.expect_token(&Token::RParen)?;
+            constraints.push(sqlparser::ast::TableConstraint::Check(sqlparser::ast::CheckConstraint {
+                name: cname,
+                expr: Box::new(expr),
+                enforced: None,
+            }));
+        } else if cname.is_some() {
+            return parser.expected("NOT NULL, NULL or CHECK", parser.peek_token());
+        } else {
+            break;
+        }
+        if not_null && null {
+            return Err(ParserError::ParserError("conflicting NULL/NOT NULL constraints".into()));
+        }
+    }
+    Ok(Statement::CreateDomain(sqlparser::ast::CreateDomain { name, data_type, collation, default, constraints }))
 }
 
 /// `CREATE [TEMP | TEMPORARY] TABLE [IF NOT EXISTS] name [(column, ...)] AS
@@ -906,7 +961,9 @@ mod tests {
                     || upper.starts_with("ALTER USER")
                     || upper.starts_with("RESET SESSION AUTHORIZATION")
                     || ((upper.starts_with("GRANT") || upper.starts_with("REVOKE")) && !upper.contains(" ON "));
+                // And CREATE DOMAIN (NOT NULL and NULL, which sqlparser lacks).
                 let own_form = role_form
+                    || upper.starts_with("CREATE DOMAIN")
                     || upper.starts_with("RESET TIME ZONE")
                     || upper.starts_with("SET CONSTRAINTS")
                     || upper.contains("INTERVAL(")

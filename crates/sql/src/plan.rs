@@ -157,8 +157,29 @@ pub enum TableFunc {
     /// `json[b]_to_record[set](doc) AS x(col type, ...)`: a row per
     /// object (one, or one per element of the array), each column the
     /// object's key of its name converted to its type (crate::value::json).
-    JsonToRecord(Arc<crate::value::json_record::RecordSpec>),
+    /// json[b]_populate_record[set] too, with each column's domain
+    /// constraints (None for a column of a type that is not a domain).
+    JsonToRecord(Arc<crate::value::json_record::RecordSpec>, Arc<[Option<ColumnDomain>]>),
 }
+
+/// The constraints a column of a domain type checks its values against.
+#[derive(Clone, Debug)]
+pub struct ColumnDomain {
+    pub name: String,
+    pub not_null: bool,
+    pub checks: Vec<BoundCheck>,
+}
+
+// TableFunc is compared as plans are; a domain is its name and constraints' names.
+impl PartialEq for ColumnDomain {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+            && self.not_null == other.not_null
+            && self.checks.iter().map(|c| &c.name).eq(other.checks.iter().map(|c| &c.name))
+    }
+}
+
+impl Eq for ColumnDomain {}
 
 #[derive(Clone, Debug)]
 pub struct Level {
@@ -888,6 +909,15 @@ pub enum Plan {
         name: String,
         owner: Option<String>,
         if_not_exists: bool,
+    },
+    /// CREATE TYPE name AS (...) and CREATE DOMAIN (catalog/user_types.rs).
+    CreateType(Box<crate::catalog::user_types::TypeDef>),
+    /// DROP TYPE / DROP DOMAIN (`domain`).
+    DropType {
+        names: Vec<String>,
+        if_exists: bool,
+        cascade: bool,
+        domain: bool,
     },
     /// CREATE [OR REPLACE] FUNCTION (catalog/functions.rs).
     CreateFunction(Box<crate::catalog::functions::FunctionDef>),

@@ -422,3 +422,74 @@ fn engine_errors_name_schema_relations_unqualified() {
     let e = conn.execute_sql("CREATE TABLE s.t (a int)").unwrap_err();
     assert_eq!((e.sqlstate, e.message.as_str()), ("42P07", "relation \"t\" already exists"));
 }
+
+/// User-defined types: json[b]_populate_record[set](NULL::t, ...) in FROM
+/// reads a composite type's attributes; every other use of a composite
+/// type or a domain is refused (pgtier has no composite, enum or domain
+/// values), and the types persist across a restart like other DDL.
+#[test]
+fn user_type_uses_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = || EngineConfig { commit_mode: CommitMode::Async, background: false, ..EngineConfig::default() };
+    let mut conn = Connection::new(Database::open(dir.path(), config()).unwrap());
+    for sql in [
+        "CREATE TYPE pair AS (x int, y int)",
+        "CREATE DOMAIN small AS int CHECK (VALUE < 10)",
+        "CREATE TYPE holder AS (p pair, ps pair[], s small)",
+    ] {
+        conn.execute_sql(sql).unwrap();
+    }
+    for (sql, names) in [
+        ("SELECT NULL::pair", "user-defined type pair"),
+        ("SELECT CAST(NULL AS small)", "user-defined type small"),
+        ("SELECT json_populate_record(NULL::pair, '{}')", "user-defined type pair"),
+        ("CREATE TABLE uses_pair (p pair)", "user-defined type pair"),
+        ("CREATE TABLE uses_small (s small)", "user-defined type small"),
+        ("SELECT * FROM json_populate_record(row(1, 2, 3)::holder, '{}') q", "an attribute of a user-defined type"),
+        ("SELECT * FROM jsonb_populate_recordset(NULL::small, '[]') q", "user-defined type small"),
+        ("SELECT * FROM jsonb_populate_recordset(NULL::int, '[]') q", "jsonb_populate_recordset other than"),
+        ("SELECT * FROM json_populate_record(NULL::pair, '{}') WITH ORDINALITY q", "WITH ORDINALITY"),
+        ("SELECT * FROM json_populate_record(NULL::holder, '{}') q", "composite-typed attribute"),
+        ("SELECT p FROM json_populate_record(NULL::holder, '{}') q", "composite-typed attribute"),
+        ("SELECT s FROM json_populate_record(NULL::holder, '{\"p\": {\"x\": 1}}') q", "composite values"),
+        ("SELECT s FROM jsonb_populate_record(NULL::holder, '{\"ps\": [{\"x\": 1}]}') q", "composite values"),
+        ("CREATE TYPE mood AS ENUM ('sad', 'happy')", "AS ENUM"),
+        ("CREATE TYPE r AS RANGE (subtype = int4)", "AS RANGE"),
+        ("CREATE DOMAIN over_pair AS pair", "domains over user-defined types"),
+        ("CREATE DOMAIN with_default AS int DEFAULT 1", "DEFAULT"),
+        ("CREATE TYPE smalls AS (a small[])", "arrays of domains"),
+        ("DROP TYPE pair CASCADE", "CASCADE"),
+        ("SELECT * FROM json_to_record('{}') AS x(a int, p pair)", "user-defined type pair"),
+        ("CREATE TYPE empty AS ()", "without attributes"),
+        ("CREATE SCHEMA s", ""),
+        ("CREATE TYPE s.elsewhere AS (x int)", "outside schema public"),
+    ] {
+        if sql.starts_with("CREATE SCHEMA") {
+            conn.execute_sql(sql).unwrap();
+            continue;
+        }
+        let e = conn.execute_sql(sql).unwrap_err();
+        assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");
+        assert!(e.message.contains(names), "{sql}: {}", e.message);
+    }
+    // PostgreSQL would create it in s, and look for it in s only.
+    conn.execute_sql("SET search_path = s, public").unwrap();
+    let e = conn.execute_sql("CREATE TYPE in_s AS (x int)").unwrap_err();
+    assert_eq!(e.sqlstate, "0A000", "{e:?}");
+    conn.execute_sql("SET search_path = s").unwrap();
+    let e = conn.execute_sql("SELECT * FROM json_populate_record(NULL::pair, '{}') q").unwrap_err();
+    assert_eq!(e.sqlstate, "0A000", "{e:?}");
+    conn.execute_sql("RESET search_path").unwrap();
+    drop(conn);
+    let mut conn = Connection::new(Database::open(dir.path(), config()).unwrap());
+    let res = conn.execute_sql("SELECT x, y FROM json_populate_record(NULL::pair, '{\"x\": 1}') q").unwrap();
+    let rows = res.rows.unwrap();
+    assert_eq!(rows.get(0).unwrap().values(), [pgtier_engine::Value::Int4(1), pgtier_engine::Value::Null]);
+    let e = conn.execute_sql("SELECT s FROM json_populate_record(NULL::holder, '{\"s\": 10}') q").unwrap_err();
+    assert_eq!(
+        (e.sqlstate, e.message.as_str()),
+        ("23514", "value for domain small violates check constraint \"small_check\"")
+    );
+    conn.execute_sql("DROP TYPE holder, pair").unwrap();
+    conn.execute_sql("DROP DOMAIN small").unwrap();
+}

@@ -17,7 +17,7 @@ use pgtier_engine::{
 use sqlparser::ast;
 use sqlparser::tokenizer::{Token, Tokenizer};
 
-use super::coerce::{check_assignable, map_type};
+use super::coerce::check_assignable;
 use super::{Binder, ExprCtx, Rel, Scope, ident};
 use crate::catalog::quote_ident;
 use crate::error::{Result, SqlError, SqlNotice};
@@ -590,7 +590,7 @@ impl Binder<'_> {
         using: Option<&ast::Expr>,
     ) -> Result<()> {
         let cname = w.def.columns[i].name.clone();
-        let to = map_type(data_type)?;
+        let to = self.column_type(data_type)?;
         if to == crate::value::NUMERIC_ANY {
             return Err(SqlError::unsupported("numeric column without precision"));
         }

@@ -9,7 +9,6 @@ use pgtier_engine::{
 };
 use sqlparser::ast;
 
-use super::coerce::map_type;
 use super::{Binder, ExprCtx, Rel, Scope, ident};
 use crate::error::{Result, SqlError};
 use crate::expr::{Expr, Func};
@@ -50,6 +49,18 @@ impl Binder<'_> {
             return self.create_partition(c, of);
         }
         let name = self.new_relation_key(&c.name)?;
+        // A composite type is a relation in PostgreSQL's pg_class.
+        // and a table's row type takes its name, which a domain's holds.
+        if let ("public", short) = crate::names::split(&name)
+            && let Some(t) = crate::catalog::user_types::user_type_named(self.catalog, short)
+        {
+            if t.is_domain() {
+                return Err(SqlError::new("42710", format!("type \"{short}\" already exists")).with_hint(
+                    "A relation has an associated type of the same name, so you must use a name that doesn't conflict with any existing type.",
+                ));
+            }
+            return Err(SqlError::new("42P07", format!("relation \"{short}\" already exists")));
+        }
         let mut def = TableDef::new(name.clone(), Vec::new(), &[]);
         let mut sequences: Vec<ColumnSequence> = Vec::new();
         let mut pending_checks: Vec<(Option<String>, ast::Expr)> = Vec::new();
@@ -118,7 +129,7 @@ impl Binder<'_> {
         let serial = serial_type(&col.data_type);
         let ty = match serial {
             Some(t) => t,
-            None => map_type(&col.data_type)?,
+            None => self.column_type(&col.data_type)?,
         };
         let mut cd = ColumnDef::new(cname.clone(), ty);
         if let Some(t) = serial {

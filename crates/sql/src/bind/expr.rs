@@ -436,7 +436,7 @@ impl Binder<'_> {
         }
         let ty = match target {
             Some(_) => DataType::Text,
-            None => map_type(data_type)?,
+            None => self.column_type(data_type)?,
         };
         if matches!(ty, DataType::Float4 | DataType::Float8)
             && let Some(f) = wide_numeric_literal(expr)
@@ -452,6 +452,12 @@ impl Binder<'_> {
                 .sys_cast(x, t, target, target.is_none().then_some(ty))?
                 .ok_or_else(|| SqlError::unsupported(format!("cast to {data_type}")));
         }
+        self.explicit_cast(x, t, ty)
+    }
+
+    /// A bound expression of type `t` cast explicitly to `ty` (its check,
+    /// an unknown literal read as `ty`, a constant folded).
+    pub(super) fn explicit_cast(&mut self, x: Expr, t: Ty, ty: DataType) -> Result<(Expr, Ty)> {
         if let Some(from) = t {
             super::cast::check_cast(from, ty)?;
         }
@@ -760,7 +766,7 @@ fn lookup(scope: &Scope<'_>, qualifier: Option<&str>, name: &str) -> Result<Opti
         }
         if let Some(c) = r.table.column_index(name) {
             let pos = r.offset + c;
-            let found = Some((pos, r.table.columns[c].ty));
+            let found = Some((pos, super::user_type::readable(r.table.columns[c].ty)?));
             if scope.hidden.contains(&pos) {
                 hidden = hidden.or(found);
             } else if visible.is_some() {

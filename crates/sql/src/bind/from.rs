@@ -312,6 +312,9 @@ impl Binder<'_> {
         outer: Option<&Scope<'_>>,
     ) -> Result<(Arc<TableSchema>, VirtualSource)> {
         let scope = Scope { rels: rels.to_vec(), hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer };
+        if let Some(kind) = super::user_type::populate_kind(fname) {
+            return self.populate_record(fname, kind, exprs, &scope, alias, ordinality);
+        }
         let mut args = Vec::new();
         for e in exprs {
             args.push(self.expr(e, &scope, &mut ExprCtx::plain("functions in FROM"))?);

@@ -72,7 +72,10 @@ impl Binder<'_> {
         }
         let mut columns = Vec::with_capacity(defs.len());
         for c in defs {
-            let ty = c.data_type.as_ref().map(super::coerce::map_type).transpose()?.unwrap_or(DataType::Text);
+            let ty = match &c.data_type {
+                Some(dt) => self.column_type(dt)?,
+                None => DataType::Text,
+            };
             columns.push((ident(&c.name), ty));
         }
         if ordinality {
@@ -80,10 +83,17 @@ impl Binder<'_> {
                 .with_hint("Put the column definition list inside ROWS FROM()."));
         }
         let cols = columns.clone();
-        let spec = crate::value::json_record::RecordSpec { jsonb, set, columns };
+        let domains: Arc<[Option<crate::plan::ColumnDomain>]> = columns.iter().map(|_| None).collect();
+        // json[b]_populate_record[set](NULL::record, doc) AS x(...) too.
+        let populate = fname.contains("_populate_");
+        let spec = crate::value::json_record::RecordSpec { jsonb, set, columns, populate };
         Ok((
             super::detached(fname, cols),
-            VirtualSource::Function { func: TableFunc::JsonToRecord(Arc::new(spec)), args: vec![e], ordinality: false },
+            VirtualSource::Function {
+                func: TableFunc::JsonToRecord(Arc::new(spec), domains),
+                args: vec![e],
+                ordinality: false,
+            },
         ))
     }
 
@@ -377,7 +387,7 @@ impl Binder<'_> {
 
     /// An argument that must be `want` (json or jsonb): an unknown literal
     /// is read as one; no other type converts implicitly.
-    fn json_arg(&mut self, e: Expr, t: Ty, want: DataType, sig: &str) -> Result<Expr> {
+    pub(super) fn json_arg(&mut self, e: Expr, t: Ty, want: DataType, sig: &str) -> Result<Expr> {
         match t {
             None => self.coerce(e, None, want, sig),
             Some(t) if t == want => Ok(e),

@@ -39,6 +39,7 @@ mod select;
 mod select_phases;
 mod setop;
 mod user_function;
+mod user_type;
 mod view;
 mod window;
 
@@ -204,7 +205,7 @@ impl Scope<'_> {
                     self.column_at(pos).ok_or_else(|| SqlError::new("XX000", "`*` position outside the joined row"))?;
                 Ok(match self.merged.iter().find(|(p, ..)| *p == pos) {
                     Some((_, e, ty)) => (c.name.clone(), e.clone(), *ty),
-                    None => (c.name.clone(), crate::expr::Expr::Column(pos), c.ty),
+                    None => (c.name.clone(), crate::expr::Expr::Column(pos), user_type::readable(c.ty)?),
                 })
             })
             .collect()
@@ -523,6 +524,7 @@ impl<'c> Binder<'c> {
                 Ok(Plan::DropSchema { names, if_exists: *if_exists, cascade: *cascade })
             }
             S::CreateFunction(_) | S::DropFunction(_) | S::CreateTrigger(_) | S::DropTrigger(_) => self.routine(stmt),
+            s if user_type::is_type_statement(s) => self.type_statement(s),
             S::Drop { object_type: ast::ObjectType::Role | ast::ObjectType::User, if_exists, names, .. } => {
                 self.drop_roles(names, *if_exists)
             }

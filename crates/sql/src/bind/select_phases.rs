@@ -134,7 +134,8 @@ impl Binder<'_> {
                     let r = scope.qualified(name)?;
                     for (i, c) in r.table.visible_columns().iter().enumerate() {
                         list.projection.push(Expr::Column(r.offset + i));
-                        list.columns.push(OutputColumn { name: c.name.clone(), ty: Some(c.ty) });
+                        list.columns
+                            .push(OutputColumn { name: c.name.clone(), ty: Some(super::user_type::readable(c.ty)?) });
                         list.item_asts.push(None);
                     }
                 }

@@ -22,6 +22,7 @@ mod rows;
 mod schemas;
 pub mod search_path;
 pub mod triggers;
+pub mod user_types;
 mod viewdef;
 mod views;
 

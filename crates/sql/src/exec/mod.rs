@@ -30,6 +30,7 @@ mod schema;
 mod select;
 mod sequence;
 mod spill;
+mod user_type;
 mod view;
 mod virtual_rows;
 mod window;

@@ -123,8 +123,9 @@ impl Exec<'_> {
             }
             return Ok(());
         }
-        if let TableFunc::JsonToRecord(spec) = func {
-            let rows = crate::value::json_record::rows(spec, &vals[0])?;
+        if let TableFunc::JsonToRecord(spec, domains) = func {
+            // A populate call's base record's values follow the document.
+            let rows = self.record_rows(spec, domains, (&vals[0], &vals[1..]), env)?;
             return self.json_rows(rows, ordinality, out);
         }
         let items: Vec<Value> = match func {
@@ -138,7 +139,7 @@ impl Exec<'_> {
             }
             TableFunc::GenerateSeries => self.integer_series(&vals)?,
             TableFunc::Unnest(e) => types::array_values(vals[0].as_str().unwrap_or(""), *e)?,
-            TableFunc::PartitionAncestors | TableFunc::UnnestArrays(_) | TableFunc::JsonToRecord(_) => Vec::new(),
+            TableFunc::PartitionAncestors | TableFunc::UnnestArrays(_) | TableFunc::JsonToRecord(..) => Vec::new(),
             TableFunc::Json(srf) => {
                 let rows = match srf {
                     crate::value::json::JsonSrf::PathQuery => crate::expr::jsonpath_eval::query_rows(&vals)?,
@@ -173,6 +174,35 @@ impl Exec<'_> {
     /// generate_series of int4 or int8 (both bounds given, not NULL).
     /// A json set-returning function's rows, charged to the statement's
     /// memory, each with its ordinal when asked.
+    /// json[b]_to_record[set] and _populate_record[set]: each value of a
+    /// domain column checked against the domain's constraints as it is
+    /// made (NOT NULL, then the CHECKs by name: PostgreSQL's domain_check).
+    fn record_rows(
+        &mut self,
+        spec: &crate::value::json_record::RecordSpec,
+        domains: &[Option<crate::plan::ColumnDomain>],
+        (doc, defaults): (&Value, &[Value]),
+        env: &Env<'_>,
+    ) -> Result<Vec<Vec<Value>>> {
+        let mut check = |k: usize, v: &Value| -> Result<()> {
+            let Some(Some(d)) = domains.get(k) else { return Ok(()) };
+            if d.not_null && v.is_null() {
+                return Err(SqlError::new("23502", format!("domain {} does not allow null values", d.name)));
+            }
+            let row = std::slice::from_ref(v);
+            for c in &d.checks {
+                if c.expr.eval_bool(env, self, row)? == Some(false) {
+                    return Err(SqlError::new(
+                        "23514",
+                        format!("value for domain {} violates check constraint \"{}\"", d.name, c.name),
+                    ));
+                }
+            }
+            Ok(())
+        };
+        crate::value::json_record::rows(spec, doc, defaults, &mut check)
+    }
+
     fn json_rows(&mut self, rows: Vec<Vec<Value>>, ordinality: bool, out: &mut Vec<Value>) -> Result<()> {
         let bytes: usize = rows.iter().map(|r| super::row_bytes(r)).sum();
         self.interrupt.charge(bytes, "json function")?;

@@ -727,10 +727,17 @@ fn run_modifying(
     ran
 }
 
-/// CREATE / DROP FUNCTION and CREATE / ALTER / DROP TRIGGER.
+/// CREATE / DROP FUNCTION, CREATE / ALTER / DROP TRIGGER, CREATE / DROP
+/// TYPE and DOMAIN.
 fn run_routine(ex: &mut Exec<'_>, plan: &Plan) -> Result<(Tag, u64)> {
     let tag = match plan {
         Plan::CreateFunction(def) => ex.create_function(def).map(|()| "CREATE FUNCTION"),
+        Plan::CreateType(def) => {
+            ex.create_type(def).map(|()| if def.is_domain() { "CREATE DOMAIN" } else { "CREATE TYPE" })
+        }
+        Plan::DropType { names, if_exists, cascade, domain } => ex
+            .drop_types(names, *if_exists, *cascade, *domain)
+            .map(|()| if *domain { "DROP DOMAIN" } else { "DROP TYPE" }),
         Plan::CreateTrigger { table, name, doc, replace } => {
             ex.create_trigger(table, name, doc, *replace).map(|()| "CREATE TRIGGER")
         }
@@ -834,6 +841,8 @@ fn run_plan(
             ex.create_schema(name, owner.as_deref(), *if_not_exists).map(|()| (Tag::Plain("CREATE SCHEMA"), 0))
         }
         Plan::CreateFunction(_)
+        | Plan::CreateType(_)
+        | Plan::DropType { .. }
         | Plan::DropFunction { .. }
         | Plan::CreateTrigger { .. }
         | Plan::AlterTrigger { .. }

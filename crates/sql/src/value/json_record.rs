@@ -28,13 +28,28 @@ pub struct RecordSpec {
     pub set: bool,
     /// The column definition list: key (column name) and type.
     pub columns: Vec<(String, DataType)>,
+    /// `json[b]_populate_record[set]` over a composite type's attributes
+    /// (its name in messages).
+    pub populate: bool,
 }
 
 impl RecordSpec {
     fn name(&self) -> String {
-        format!("{}_to_record{}", if self.jsonb { "jsonb" } else { "json" }, if self.set { "set" } else { "" })
+        format!(
+            "{}_{}_record{}",
+            if self.jsonb { "jsonb" } else { "json" },
+            if self.populate { "populate" } else { "to" },
+            if self.set { "set" } else { "" }
+        )
     }
 }
+
+/// A check of each column's value as it is made (a domain's constraints),
+/// in column order: PostgreSQL checks a column before it reads the next.
+pub type ColumnCheck<'a> = dyn FnMut(usize, &Value) -> Result<()> + 'a;
+
+/// A column's value from its key's converted value (None: the key is missing).
+type RowFill<'a> = dyn FnMut(usize, Option<Value>) -> Result<Value> + 'a;
 
 /// A JSON value to convert: json's text as written or a jsonb tree node.
 #[derive(Clone, Copy)]
@@ -47,31 +62,46 @@ fn syntax(e: json::JsonError, text: &str) -> SqlError {
     SqlError::invalid_text("json", text).with_detail(e.detail)
 }
 
-/// The rows of the call on `doc` (a NULL document: none).
-pub fn rows(spec: &RecordSpec, doc: &Value) -> Result<Vec<Vec<Value>>> {
+/// The rows of the call on `doc` (a NULL document: none). `defaults`:
+/// the values of a populate call's non-NULL base record, which a column
+/// whose key is missing keeps unchecked (empty: a NULL base).
+pub fn rows(
+    spec: &RecordSpec,
+    doc: &Value,
+    defaults: &[Value],
+    check: &mut ColumnCheck<'_>,
+) -> Result<Vec<Vec<Value>>> {
+    let check = &mut |k: usize, v: Option<Value>| match v {
+        None if !defaults.is_empty() => Ok(defaults.get(k).cloned().unwrap_or(Value::Null)),
+        v => {
+            let v = v.unwrap_or(Value::Null);
+            check(k, &v)?;
+            Ok(v)
+        }
+    };
     let wrong = |what: &str| SqlError::new("22023", format!("cannot call {} on {what}", spec.name()));
     let not_objects = || SqlError::new("22023", format!("argument of {} must be an array of objects", spec.name()));
     match doc {
         Value::Null => Ok(Vec::new()),
         Value::Json(text) => match json::shallow(text).map_err(|e| syntax(e, text))? {
-            Shallow::Object(pairs) if !spec.set => Ok(vec![json_row(spec, &pairs)?]),
+            Shallow::Object(pairs) if !spec.set => Ok(vec![json_row(spec, &pairs, check)?]),
             Shallow::Object(_) => Err(wrong("an object")),
             Shallow::Array(_) if !spec.set => Err(wrong("an array")),
             Shallow::Array(items) => items
                 .into_iter()
                 .map(|item| match json::shallow(item).map_err(|e| syntax(e, item))? {
-                    Shallow::Object(pairs) => json_row(spec, &pairs),
+                    Shallow::Object(pairs) => json_row(spec, &pairs, check),
                     _ => Err(not_objects()),
                 })
                 .collect(),
             Shallow::Scalar(_) => Err(wrong("a scalar")),
         },
         other => match super::json::tree(other)? {
-            Json::Object(pairs) if !spec.set => Ok(vec![jsonb_row(spec, &pairs)?]),
+            Json::Object(pairs) if !spec.set => Ok(vec![jsonb_row(spec, &pairs, check)?]),
             Json::Array(items) if spec.set => items
                 .iter()
                 .map(|item| match item {
-                    Json::Object(pairs) => jsonb_row(spec, pairs),
+                    Json::Object(pairs) => jsonb_row(spec, pairs, check),
                     _ => Err(not_objects()),
                 })
                 .collect(),
@@ -82,24 +112,28 @@ pub fn rows(spec: &RecordSpec, doc: &Value) -> Result<Vec<Vec<Value>>> {
     }
 }
 
-fn json_row(spec: &RecordSpec, pairs: &[(String, &str)]) -> Result<Vec<Value>> {
-    spec.columns
-        .iter()
-        .map(|(key, ty)| match pairs.iter().rev().find(|(k, _)| k == key) {
-            None => Ok(Value::Null),
-            Some((_, v)) => field(Jv::Text(v), *ty, key),
-        })
-        .collect()
+fn json_row(spec: &RecordSpec, pairs: &[(String, &str)], check: &mut RowFill<'_>) -> Result<Vec<Value>> {
+    let mut row = Vec::with_capacity(spec.columns.len());
+    for (k, (key, ty)) in spec.columns.iter().enumerate() {
+        let v = match pairs.iter().rev().find(|(name, _)| name == key) {
+            None => None,
+            Some((_, v)) => Some(field(Jv::Text(v), *ty, key)?),
+        };
+        row.push(check(k, v)?);
+    }
+    Ok(row)
 }
 
-fn jsonb_row(spec: &RecordSpec, pairs: &[(String, Json)]) -> Result<Vec<Value>> {
-    spec.columns
-        .iter()
-        .map(|(key, ty)| match pairs.iter().rev().find(|(k, _)| k == key) {
-            None => Ok(Value::Null),
-            Some((_, v)) => field(Jv::Tree(v), *ty, key),
-        })
-        .collect()
+fn jsonb_row(spec: &RecordSpec, pairs: &[(String, Json)], check: &mut RowFill<'_>) -> Result<Vec<Value>> {
+    let mut row = Vec::with_capacity(spec.columns.len());
+    for (k, (key, ty)) in spec.columns.iter().enumerate() {
+        let v = match pairs.iter().rev().find(|(name, _)| name == key) {
+            None => None,
+            Some((_, v)) => Some(field(Jv::Tree(v), *ty, key)?),
+        };
+        row.push(check(k, v)?);
+    }
+    Ok(row)
 }
 
 /// populate_record_field for the column `key` of type `ty`.
@@ -114,6 +148,9 @@ fn field(jv: Jv<'_>, ty: DataType, key: &str) -> Result<Value> {
     };
     match (tree, ty) {
         (Json::Null, _) => Ok(Value::Null),
+        (_, super::types::COMPOSITE_ATTR) => {
+            Err(SqlError::unsupported(format!("composite values (the value of key \"{key}\")")))
+        }
         (_, DataType::Json | DataType::Jsonb) => {
             let text = match (jv, tree) {
                 (Jv::Text(_), Json::String(s)) => {

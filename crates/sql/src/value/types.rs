@@ -195,8 +195,14 @@ impl Elem {
 
 /// True for the SQL-layer-only types, which must not reach storage.
 pub fn is_pseudo(ty: DataType) -> bool {
-    RegKind::of(ty).is_some() || Elem::of(ty).is_some() || expand_record_elem(ty).is_some()
+    RegKind::of(ty).is_some() || Elem::of(ty).is_some() || expand_record_elem(ty).is_some() || ty == COMPOSITE_ATTR
 }
+
+/// The type of a column json[b]_populate_record[set] gives an attribute
+/// of a composite type (or an array of one): pgtier has no composite
+/// values, so the value is NULL when the key is missing or JSON null, any
+/// other is refused (0A000), and so is reading the column.
+pub const COMPOSITE_ATTR: DataType = DataType::Varchar(EXPAND_RECORD_TAG_BASE + 16);
 
 /// Tags of the row type `information_schema._pg_expandarray` returns over
 /// an array of integers: `(x elem, n int4)`, carried as its text form
