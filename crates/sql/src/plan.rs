@@ -237,6 +237,14 @@ pub enum AggFunc {
         sample: bool,
         stddev: bool,
     },
+    /// An ordered-set aggregate's input (`percentile_cont(0.5) WITHIN GROUP
+    /// (ORDER BY x)`): the rows sorted by `order_by`, as an array (of the
+    /// values, NULLs dropped; for a hypothetical-set aggregate, of each
+    /// row's keys, NULLs kept); a final function above the aggregation
+    /// (exec::ordered_set) reads it.
+    OrderedSet {
+        hypothetical: bool,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]

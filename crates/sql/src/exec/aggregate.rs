@@ -181,10 +181,14 @@ pub(super) fn new_acc(call: &AggCall) -> Acc {
         AggFunc::Avg => Acc::AvgNum(Value::Numeric(Numeric::new(0, 0)), 0),
         AggFunc::Min | AggFunc::Max | AggFunc::BoolAnd | AggFunc::BoolOr => Acc::Extreme(None),
         AggFunc::Variance { .. } => Acc::Variance(0, value::Dec::zero(), value::Dec::zero(), false),
-        AggFunc::StringAgg | AggFunc::ArrayAgg | AggFunc::Json(_) if !call.order_by.is_empty() => {
+        AggFunc::StringAgg | AggFunc::ArrayAgg | AggFunc::Json(_) | AggFunc::OrderedSet { .. }
+            if !call.order_by.is_empty() =>
+        {
             Acc::Sorted(Vec::new())
         }
-        AggFunc::StringAgg | AggFunc::ArrayAgg | AggFunc::Json(_) => Acc::Collect(Vec::new()),
+        AggFunc::StringAgg | AggFunc::ArrayAgg | AggFunc::Json(_) | AggFunc::OrderedSet { .. } => {
+            Acc::Collect(Vec::new())
+        }
     }
 }
 
@@ -284,6 +288,11 @@ pub(super) fn finish(acc: Acc, call: &AggCall) -> Result<Value> {
                 }
                 Ordering::Equal
             });
+            if let AggFunc::OrderedSet { hypothetical } = call.func {
+                return Ok(Value::Array(
+                    keyed.into_iter().map(|(keys, v)| if hypothetical { Value::Array(keys) } else { v }).collect(),
+                ));
+            }
             let mut ordered = AggCall { distinct: false, ..call.clone() };
             ordered.order_by.clear();
             finish_collect(&ordered, keyed.into_iter().map(|(_, v)| v).collect())?
@@ -406,6 +415,10 @@ impl<'p> Aggregator<'p> {
                 continue;
             }
             if let (Acc::Sorted(items), Some(v)) = (&mut self.groups[gi].accs[k], &v) {
+                if v.is_null() && call.func == (AggFunc::OrderedSet { hypothetical: false }) {
+                    // The percentiles and mode skip NULL inputs.
+                    continue;
+                }
                 let v = v.clone();
                 let mut keys = Vec::with_capacity(call.order_by.len());
                 for o in &call.order_by {
@@ -480,4 +493,246 @@ fn finish_collect(call: &AggCall, mut items: Vec<Value>) -> Result<Value> {
         }
     }
     Ok(out.map_or(Value::Null, Value::Text))
+}
+
+/// The hypothetical-set aggregates: where a row of the direct arguments
+/// would rank among the group's rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HypotheticalRank {
+    Rank,
+    DenseRank,
+    PercentRank,
+    CumeDist,
+}
+
+impl HypotheticalRank {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            HypotheticalRank::Rank => "rank",
+            HypotheticalRank::DenseRank => "dense_rank",
+            HypotheticalRank::PercentRank => "percent_rank",
+            HypotheticalRank::CumeDist => "cume_dist",
+        }
+    }
+}
+
+/// The final functions of the ordered-set aggregates (PostgreSQL's
+/// orderedsetaggs.c). Each gets the group's rows as the
+/// `AggFunc::OrderedSet` aggregate collected them, sorted (an array of the
+/// values, or for the hypothetical-set ones an array of rows, each an
+/// array of its keys), then the direct arguments.
+pub(crate) mod ordered_set {
+    use std::cmp::Ordering;
+
+    use pgtier_engine::{Interval, Value};
+
+    use super::HypotheticalRank;
+    use crate::error::{Result, SqlError};
+    use crate::expr::registry::{EvalCtx, EvalFn};
+    use crate::value;
+
+    fn sorted(args: &[Value]) -> &[Value] {
+        match args.first() {
+            Some(Value::Array(items)) => items,
+            _ => &[],
+        }
+    }
+
+    /// The percentile argument, checked as PostgreSQL checks it.
+    fn percentile(args: &[Value]) -> Result<f64> {
+        let p = args.get(1).and_then(value::to_f64).unwrap_or(f64::NAN);
+        if !(0.0..=1.0).contains(&p) {
+            return Err(SqlError::new("22003", format!("percentile value {} is not between 0 and 1", format_g(p))));
+        }
+        Ok(p)
+    }
+
+    /// C's `%g`: six significant digits, trailing zeros dropped, an exponent
+    /// below 1e-4 or from 1e6.
+    fn format_g(x: f64) -> String {
+        if x.is_nan() {
+            return "nan".to_owned();
+        }
+        if x.is_infinite() {
+            return if x < 0.0 { "-inf".to_owned() } else { "inf".to_owned() };
+        }
+        let sci = format!("{x:.5e}");
+        let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+        let exp: i32 = exp.parse().unwrap_or(0);
+        let trim = |s: &str| -> String {
+            if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_owned() } else { s.to_owned() }
+        };
+        if !(-4..6).contains(&exp) {
+            let sign = if exp < 0 { '-' } else { '+' };
+            return format!("{}e{sign}{:02}", trim(mantissa), exp.abs());
+        }
+        let decimals = usize::try_from(5 - exp).unwrap_or(0);
+        trim(&format!("{x:.decimals$}"))
+    }
+
+    /// The first and second rows percentile_cont interpolates between, and the proportion.
+    #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
+    fn cont_rows(n: usize, p: f64) -> (usize, usize, f64) {
+        let at = p * (n as f64 - 1.0);
+        let (first, second) = (at.floor(), at.ceil());
+        (first as usize, second as usize, at - first)
+    }
+
+    /// percentile_cont(float8) WITHIN GROUP (ORDER BY float8).
+    pub(crate) fn percentile_cont_float8(args: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+        let p = percentile(args)?;
+        let rows = sorted(args);
+        if rows.is_empty() {
+            return Ok(Value::Null);
+        }
+        let (first, second, proportion) = cont_rows(rows.len(), p);
+        let lo = value::to_f64(&rows[first]).unwrap_or(f64::NAN);
+        if first == second {
+            return Ok(Value::Float8(lo));
+        }
+        let hi = value::to_f64(&rows[second]).unwrap_or(f64::NAN);
+        // float8_lerp.
+        Ok(Value::Float8(lo + proportion * (hi - lo)))
+    }
+
+    /// percentile_cont(float8) WITHIN GROUP (ORDER BY interval).
+    pub(crate) fn percentile_cont_interval(args: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+        let p = percentile(args)?;
+        let rows = sorted(args);
+        if rows.is_empty() {
+            return Ok(Value::Null);
+        }
+        let (first, second, proportion) = cont_rows(rows.len(), p);
+        let (Value::Interval(lo), Value::Interval(hi)) = (&rows[first], &rows[second]) else {
+            return Err(SqlError::new("XX000", "percentile_cont of an interval given another type"));
+        };
+        if first == second {
+            return Ok(Value::Interval(*lo));
+        }
+        // interval_lerp: lo + (hi - lo) * proportion.
+        let err = || SqlError::out_of_range("interval");
+        let diff = Interval {
+            months: hi.months.checked_sub(lo.months).ok_or_else(err)?,
+            days: hi.days.checked_sub(lo.days).ok_or_else(err)?,
+            micros: hi.micros.checked_sub(lo.micros).ok_or_else(err)?,
+        };
+        let step = crate::value::interval::scale(diff, proportion, false)?;
+        Ok(Value::Interval(crate::value::interval::add(step, *lo)?))
+    }
+
+    /// percentile_disc(float8) WITHIN GROUP (ORDER BY anyelement): the
+    /// first value whose position is at least the fraction.
+    #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    pub(crate) fn percentile_disc(args: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+        let p = percentile(args)?;
+        let rows = sorted(args);
+        if rows.is_empty() {
+            return Ok(Value::Null);
+        }
+        let rownum = (p * rows.len() as f64).ceil() as usize;
+        Ok(rows[rownum.max(1) - 1].clone())
+    }
+
+    /// mode() WITHIN GROUP (ORDER BY anyelement): the most frequent value,
+    /// the first in the order among equally frequent ones.
+    pub(crate) fn mode(args: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+        let rows = sorted(args);
+        let mut best: Option<(&Value, usize)> = None;
+        let mut run = 0;
+        for (k, v) in rows.iter().enumerate() {
+            let same = k > 0 && value::compare(&rows[k - 1], v) == Some(Ordering::Equal);
+            run = if same { run + 1 } else { 1 };
+            let run_start = &rows[k + 1 - run];
+            if best.is_none_or(|(_, freq)| run > freq) {
+                best = Some((run_start, run));
+            }
+        }
+        Ok(best.map_or(Value::Null, |(v, _)| v.clone()))
+    }
+
+    pub(crate) fn hypothetical(rank: HypotheticalRank) -> EvalFn {
+        match rank {
+            HypotheticalRank::Rank => |a, _| Ok(Value::Int8(i64::try_from(place(a, false)?.0).unwrap_or(i64::MAX))),
+            HypotheticalRank::DenseRank => |a, _| Ok(Value::Int8(i64::try_from(dense_place(a)?).unwrap_or(i64::MAX))),
+            HypotheticalRank::PercentRank => percent_rank,
+            HypotheticalRank::CumeDist => cume_dist,
+        }
+    }
+
+    #[allow(clippy::cast_precision_loss)]
+    fn percent_rank(args: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+        let (rank, rows) = place(args, false)?;
+        if rows == 0 {
+            return Ok(Value::Float8(0.0));
+        }
+        Ok(Value::Float8((rank - 1) as f64 / rows as f64))
+    }
+
+    #[allow(clippy::cast_precision_loss)]
+    fn cume_dist(args: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+        let (rank, rows) = place(args, true)?;
+        Ok(Value::Float8(rank as f64 / (rows + 1) as f64))
+    }
+
+    /// The hypothetical row (the direct arguments) against a sorted row: its order.
+    fn against(args: &[Value], row: &Value) -> Result<Ordering> {
+        let (Some(Value::Array(flags)), Value::Array(keys)) = (args.last(), row) else {
+            return Err(SqlError::new("XX000", "a hypothetical-set aggregate without its rows"));
+        };
+        let direct = &args[1..args.len() - 1];
+        for (k, (d, x)) in direct.iter().zip(keys).enumerate() {
+            let flag = |i: usize| matches!(flags.get(2 * k + i), Some(Value::Bool(true)));
+            let o = crate::exec::select::sort_key_cmp(d, x, flag(0), flag(1));
+            if o != Ordering::Equal {
+                return Ok(o);
+            }
+        }
+        Ok(Ordering::Equal)
+    }
+
+    /// hypothetical_rank_common: 1 + the rows sorted before the hypothetical
+    /// row, which goes before its peers (after them with `after_peers`), and
+    /// the number of rows.
+    fn place(args: &[Value], after_peers: bool) -> Result<(usize, usize)> {
+        let rows = sorted(args);
+        let mut before = 0;
+        for row in rows {
+            match against(args, row)? {
+                Ordering::Greater => before += 1,
+                Ordering::Equal if after_peers => before += 1,
+                _ => {}
+            }
+        }
+        Ok((before + 1, rows.len()))
+    }
+
+    /// hypothetical_dense_rank_final: 1 + the distinct rows before it.
+    fn dense_place(args: &[Value]) -> Result<usize> {
+        let rows = sorted(args);
+        let mut distinct_before = 0;
+        let mut previous: Option<&Value> = None;
+        for row in rows {
+            if against(args, row)? != Ordering::Greater {
+                break;
+            }
+            let peer = previous.is_some_and(|p| rows_equal(p, row));
+            if !peer {
+                distinct_before += 1;
+            }
+            previous = Some(row);
+        }
+        Ok(distinct_before + 1)
+    }
+
+    /// Two sorted rows are peers: every key equal, NULL equal to NULL.
+    fn rows_equal(a: &Value, b: &Value) -> bool {
+        match (a, b) {
+            (Value::Array(x), Value::Array(y)) => x.iter().zip(y).all(|(p, q)| match (p.is_null(), q.is_null()) {
+                (true, true) => true,
+                (false, false) => value::compare(p, q) == Some(Ordering::Equal),
+                _ => false,
+            }),
+            _ => false,
+        }
+    }
 }

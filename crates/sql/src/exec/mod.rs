@@ -41,6 +41,7 @@ use std::time::Instant;
 
 use pgtier_engine::{RowBuf, RowRef, Transaction, Value, ValueRef};
 
+pub(crate) use aggregate::{HypotheticalRank, ordered_set};
 pub use hash_join::LevelHashes;
 pub use sequence::SessionSequences;
 
