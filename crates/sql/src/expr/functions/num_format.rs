@@ -727,9 +727,8 @@ pub(super) fn to_char(v: &Value, fmt: &str, mut round: impl FnMut(&Value, i32) -
                     // Checked int32 arithmetic, as PostgreSQL since 15.20:
                     // a factor or product past int32 is 22003 (15.18 and
                     // older wrapped silently and printed a wrong number).
-                    let factor = 10i32
-                        .checked_pow(u32::try_from(num.multi).unwrap_or(u32::MAX))
-                        .ok_or_else(int_out_of_range)?;
+                    let factor =
+                        10i32.checked_pow(u32::try_from(num.multi).unwrap_or(u32::MAX)).ok_or_else(int_out_of_range)?;
                     num.pre += num.multi;
                     x.checked_mul(factor).ok_or_else(int_out_of_range)?
                 } else {
