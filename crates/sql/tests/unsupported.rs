@@ -33,6 +33,7 @@ fn refused_constructs_name_themselves() {
         ),
         // The ordered-set aggregates take one fraction (tests/slt/136_ordered_set_aggregates.slt).
         ("SELECT percentile_cont(ARRAY[0.5, 0.25]) WITHIN GROUP (ORDER BY v) FROM t", "array of fractions"),
+        ("SELECT regr_sxx(v::float8, id ORDER BY v) FROM t", "ORDER BY in a regr_*"),
         ("CREATE SEQUENCE o OWNED BY t.id", "OWNED BY"),
         ("CREATE TEMPORARY SEQUENCE tmp", "TEMPORARY SEQUENCE"),
         // VARIADIC spreads only a one-dimensional constructor of literals

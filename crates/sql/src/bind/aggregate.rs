@@ -6,7 +6,7 @@ use sqlparser::ast;
 use super::{Binder, ExprCtx, Scope, Ty};
 use crate::error::{Result, SqlError};
 use crate::expr::{Builtin, Expr, Func, SysFunc, registry};
-use crate::plan::{AggCall, AggFunc, AggOrder};
+use crate::plan::{AggCall, AggFunc, AggOrder, RegrFunc};
 use crate::value::json::{JsonAgg, JsonFunc};
 use crate::value::types::{self, Elem};
 use crate::value::{NUMERIC_ANY, type_name};
@@ -77,6 +77,25 @@ impl Binder<'_> {
                 (Some(Expr::Func(Func::Sys(SysFunc::MakeArray(Elem::Text)), vec![x, d])), DataType::Text)
             }
             (AggFunc::StringAgg, _) => return Err(SqlError::undefined_function(&format!("{name}(...)"))),
+            (AggFunc::Regr(kind), [y, x]) => {
+                ctx.in_agg = nesting;
+                let bound = self.expr(y, scope, ctx).and_then(|by| Ok((by, self.expr(x, scope, ctx)?)));
+                ctx.in_agg = false;
+                let ((y, yt), (x, xt)) = bound?;
+                let sig = || {
+                    let t = |t: Ty| t.map_or("unknown", type_name);
+                    SqlError::undefined_function(&format!("{name}({}, {})", t(yt), t(xt)))
+                };
+                let mut float8 = |e: Expr, t: Ty| match t {
+                    None => self.coerce(e, None, DataType::Float8, name),
+                    Some(t) if float8_implicit(t) => self.result_cast(e, Some(t), Some(DataType::Float8)),
+                    Some(_) => Err(sig()),
+                };
+                let pair = vec![float8(y, yt)?, float8(x, xt)?];
+                let ty = if kind == RegrFunc::Count { DataType::Int8 } else { DataType::Float8 };
+                (Some(Expr::Func(Func::Builtin(crate::exec::REGR_PAIR), pair)), ty)
+            }
+            (AggFunc::Regr(_), _) => return Err(SqlError::undefined_function(&format!("{name}(...)"))),
             (AggFunc::Json(JsonAgg::ObjectAgg { jsonb }), [k, v]) => {
                 ctx.in_agg = nesting;
                 let bound = self.expr(k, scope, ctx).and_then(|bk| Ok((bk, self.expr(v, scope, ctx)?)));
@@ -163,6 +182,9 @@ impl Binder<'_> {
             {
                 Err(SqlError::unsupported("ORDER BY in a floating-point sum, avg, variance or stddev"))
             }
+            AggFunc::Regr(kind) if kind != RegrFunc::Count => {
+                Err(SqlError::unsupported("ORDER BY in a regr_*, covar_* or corr aggregate"))
+            }
             _ => Ok(Vec::new()),
         }
     }
@@ -185,6 +207,18 @@ pub(super) fn aggregate_named(name: &str, star: bool) -> Option<AggFunc> {
         "jsonb_agg" => AggFunc::Json(JsonAgg::Agg { jsonb: true }),
         "json_object_agg" => AggFunc::Json(JsonAgg::ObjectAgg { jsonb: false }),
         "jsonb_object_agg" => AggFunc::Json(JsonAgg::ObjectAgg { jsonb: true }),
+        "regr_count" => AggFunc::Regr(RegrFunc::Count),
+        "regr_sxx" => AggFunc::Regr(RegrFunc::Sxx),
+        "regr_syy" => AggFunc::Regr(RegrFunc::Syy),
+        "regr_sxy" => AggFunc::Regr(RegrFunc::Sxy),
+        "regr_avgx" => AggFunc::Regr(RegrFunc::AvgX),
+        "regr_avgy" => AggFunc::Regr(RegrFunc::AvgY),
+        "regr_r2" => AggFunc::Regr(RegrFunc::R2),
+        "regr_slope" => AggFunc::Regr(RegrFunc::Slope),
+        "regr_intercept" => AggFunc::Regr(RegrFunc::Intercept),
+        "covar_pop" => AggFunc::Regr(RegrFunc::CovarPop),
+        "covar_samp" => AggFunc::Regr(RegrFunc::CovarSamp),
+        "corr" => AggFunc::Regr(RegrFunc::Corr),
         "variance" | "var_samp" => AggFunc::Variance { sample: true, stddev: false },
         "var_pop" => AggFunc::Variance { sample: false, stddev: false },
         "stddev" | "stddev_samp" => AggFunc::Variance { sample: true, stddev: true },
@@ -233,7 +267,7 @@ fn outer_level(call: &AggCall) -> bool {
 fn agg_result_type(func: AggFunc, name: &str, t: DataType) -> Result<DataType> {
     Ok(match func {
         AggFunc::StringAgg => DataType::Text,
-        AggFunc::OrderedSet { .. } => t,
+        AggFunc::OrderedSet { .. } | AggFunc::Regr(_) => t,
         AggFunc::Json(JsonAgg::Agg { jsonb }) | AggFunc::Json(JsonAgg::ObjectAgg { jsonb }) => {
             if crate::value::types::is_pseudo(t) {
                 return Err(SqlError::unsupported(format!("{name} of an array or a system type")));

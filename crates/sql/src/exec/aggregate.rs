@@ -10,7 +10,7 @@ use pgtier_engine::{DataType, Interval, Numeric, Value};
 use super::{Exec, row_bytes};
 use crate::error::{Result, SqlError};
 use crate::expr::{Env, Expr};
-use crate::plan::{AggCall, AggFunc};
+use crate::plan::{AggCall, AggFunc, RegrFunc};
 use crate::value;
 use crate::value::types::{self, Elem};
 
@@ -106,7 +106,108 @@ pub(super) enum Acc {
     Sorted(Vec<(Vec<Value>, Value)>),
     /// variance/stddev: count, sum, sum of squares (exact), any NaN or infinity.
     Variance(i64, value::Dec, value::Dec, bool),
+    /// regr_*, covar_*, corr: float8_regr_accum's state.
+    Regr(RegrState),
 }
+
+/// PostgreSQL's float8_regr_accum state (N, Sx, Sxx, Sy, Syy, Sxy): the
+/// Youngs-Cramer update of both variables and their co-moment, with its
+/// overflow rule, so the finals round exactly as PostgreSQL's do.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct RegrState {
+    n: f64,
+    sx: f64,
+    sxx: f64,
+    sy: f64,
+    syy: f64,
+    sxy: f64,
+}
+
+impl RegrState {
+    fn add(&mut self, y: f64, x: f64) -> Result<()> {
+        let old = *self;
+        self.n += 1.0;
+        self.sx += x;
+        self.sy += y;
+        if old.n > 0.0 {
+            let tmp_x = x * self.n - self.sx;
+            let tmp_y = y * self.n - self.sy;
+            let scale = 1.0 / (self.n * old.n);
+            self.sxx += tmp_x * tmp_x * scale;
+            self.syy += tmp_y * tmp_y * scale;
+            self.sxy += tmp_x * tmp_y * scale;
+            let inf = f64::is_infinite;
+            if inf(self.sx) || inf(self.sxx) || inf(self.sy) || inf(self.syy) || inf(self.sxy) {
+                let x_finite = !inf(old.sx) && !inf(x);
+                let y_finite = !inf(old.sy) && !inf(y);
+                if ((inf(self.sx) || inf(self.sxx)) && x_finite)
+                    || ((inf(self.sy) || inf(self.syy)) && y_finite)
+                    || (inf(self.sxy) && x_finite && y_finite)
+                {
+                    return Err(float_overflow());
+                }
+                for v in [&mut self.sxx, &mut self.syy, &mut self.sxy] {
+                    if v.is_infinite() {
+                        *v = f64::NAN;
+                    }
+                }
+            }
+        } else {
+            if x.is_nan() || x.is_infinite() {
+                self.sxx = f64::NAN;
+                self.sxy = f64::NAN;
+            }
+            if y.is_nan() || y.is_infinite() {
+                self.syy = f64::NAN;
+                self.sxy = f64::NAN;
+            }
+        }
+        Ok(())
+    }
+
+    /// float.c's float8_regr_* / float8_covar_* / float8_corr finals.
+    #[allow(clippy::float_cmp, clippy::cast_possible_truncation)]
+    fn finish(self, kind: RegrFunc) -> Value {
+        let RegrState { n, sx, sxx, sy, syy, sxy } = self;
+        let float = |v: Option<f64>| v.map_or(Value::Null, Value::Float8);
+        if kind == RegrFunc::Count {
+            return Value::Int8(n as i64);
+        }
+        if n < 1.0 {
+            return Value::Null;
+        }
+        float(match kind {
+            RegrFunc::Count => None,
+            RegrFunc::Sxx => Some(sxx),
+            RegrFunc::Syy => Some(syy),
+            RegrFunc::Sxy => Some(sxy),
+            RegrFunc::AvgX => Some(sx / n),
+            RegrFunc::AvgY => Some(sy / n),
+            RegrFunc::CovarPop => Some(sxy / n),
+            RegrFunc::CovarSamp if n < 2.0 => None,
+            RegrFunc::CovarSamp => Some(sxy / (n - 1.0)),
+            RegrFunc::Corr if sxx == 0.0 || syy == 0.0 => None,
+            RegrFunc::Corr => Some(sxy / (sxx * syy).sqrt()),
+            RegrFunc::R2 if sxx == 0.0 => None,
+            RegrFunc::R2 if syy == 0.0 => Some(1.0),
+            RegrFunc::R2 => Some((sxy * sxy) / (sxx * syy)),
+            RegrFunc::Slope if sxx == 0.0 => None,
+            RegrFunc::Slope => Some(sxy / sxx),
+            RegrFunc::Intercept if sxx == 0.0 => None,
+            RegrFunc::Intercept => Some((sy - sx * sxy / sxx) / n),
+        })
+    }
+}
+
+/// A regr_* / covar_* / corr call's argument: its (y, x) pair, NULLs kept
+/// (a row with either NULL is skipped, the functions being strict).
+pub(crate) const REGR_PAIR: crate::expr::Builtin = crate::expr::Builtin {
+    name: "regr_pair",
+    eval: |args, _| Ok(Value::Array(args.to_vec())),
+    strict: false,
+    volatility: crate::expr::Volatility::Immutable,
+    data: crate::expr::registry::CallData::None,
+};
 
 /// PostgreSQL's float8_accum state (N, Sx, Sxx) for avg, variance and
 /// stddev of float4/float8: the Youngs-Cramer update, with its overflow
@@ -181,6 +282,7 @@ pub(super) fn new_acc(call: &AggCall) -> Acc {
         AggFunc::Avg => Acc::AvgNum(Value::Numeric(Numeric::new(0, 0)), 0),
         AggFunc::Min | AggFunc::Max | AggFunc::BoolAnd | AggFunc::BoolOr => Acc::Extreme(None),
         AggFunc::Variance { .. } => Acc::Variance(0, value::Dec::zero(), value::Dec::zero(), false),
+        AggFunc::Regr(_) => Acc::Regr(RegrState::default()),
         AggFunc::StringAgg | AggFunc::ArrayAgg | AggFunc::Json(_) | AggFunc::OrderedSet { .. }
             if !call.order_by.is_empty() =>
         {
@@ -203,6 +305,17 @@ pub(super) fn accumulate(acc: &mut Acc, call: &AggCall, v: Option<Value>) -> Res
         }
         (_, None) => {}
         (_, Some(Value::Null)) => {}
+        (Acc::Regr(state), Some(Value::Array(pair))) => {
+            if let [y, x] = pair.as_slice()
+                && !y.is_null()
+                && !x.is_null()
+            {
+                state.add(value::to_f64(y).unwrap_or(f64::NAN), value::to_f64(x).unwrap_or(f64::NAN))?;
+            }
+        }
+        (Acc::Regr(_), Some(other)) => {
+            return Err(SqlError::new("XX000", format!("a regression aggregate given {}", other.type_name())));
+        }
         (Acc::Count(n), Some(_)) => *n += 1,
         (Acc::SumInt(s), Some(v)) => {
             *s = Some(s.unwrap_or(0).checked_add(i128::from(v.as_i64().unwrap_or(0))).ok_or_else(overflow)?)
@@ -312,6 +425,10 @@ pub(super) fn finish(acc: Acc, call: &AggCall) -> Result<Value> {
             }
         }
         Acc::Youngs(state) => state.finish(call.func).map_or(Value::Null, Value::Float8),
+        Acc::Regr(state) => match call.func {
+            AggFunc::Regr(kind) => state.finish(kind),
+            _ => Value::Null,
+        },
         Acc::Extreme(v) => v.unwrap_or(Value::Null),
         Acc::Variance(n, sum, sum_sq, special) => match call.func {
             AggFunc::Variance { sample, stddev } => value::numeric_variance(n, &sum, &sum_sq, special, sample, stddev)?,
