@@ -468,16 +468,25 @@ impl Binder<'_> {
             volatility: crate::expr::Volatility::Immutable,
             data: registry::CallData::None,
         };
-        let fraction = |b: &mut Self, direct: &mut Vec<(Expr, Ty, (bool, bool))>| -> Result<Expr> {
+        // The fraction, and whether it is an array of them.
+        let fraction = |b: &mut Self, direct: &mut Vec<(Expr, Ty, (bool, bool))>| -> Result<(Expr, bool)> {
             let (e, t, _) = direct.pop().ok_or_else(|| SqlError::undefined_function(&sig()))?;
             match t {
-                Some(DataType::Array(_)) => {
-                    Err(SqlError::unsupported("an ordered-set aggregate over an array of fractions"))
+                // percentile_*(float8[]): one result per fraction, in an array of their shape.
+                Some(t) if crate::value::array::elem_type(t).is_some_and(float8_implicit) => {
+                    Ok((b.result_cast(e, Some(t), crate::value::array::array_type(DataType::Float8))?, true))
                 }
-                Some(t) if float8_implicit(t) => Ok(b.result_cast(e, Some(t), Some(DataType::Float8))?),
-                None => b.coerce(e, None, DataType::Float8, "percentile"),
+                Some(t) if float8_implicit(t) => Ok((b.result_cast(e, Some(t), Some(DataType::Float8))?, false)),
+                None => Ok((b.coerce(e, None, DataType::Float8, "percentile")?, false)),
                 Some(_) => Err(SqlError::undefined_function(&sig())),
             }
+        };
+        let result = |ty: DataType, multi: bool| -> Result<DataType> {
+            if !multi {
+                return Ok(ty);
+            }
+            crate::value::array::array_type(ty)
+                .ok_or_else(|| SqlError::unsupported(format!("an array of percentiles of {}", type_name(ty))))
         };
         match kind {
             OrderedSet::PercentileCont | OrderedSet::PercentileDisc if direct.len() != 1 || keys.len() != 1 => {
@@ -485,7 +494,7 @@ impl Binder<'_> {
             }
             OrderedSet::Mode if !direct.is_empty() || keys.len() != 1 => Err(SqlError::undefined_function(&sig())),
             OrderedSet::PercentileCont => {
-                let p = fraction(self, &mut direct)?;
+                let (p, multi) = fraction(self, &mut direct)?;
                 let (key, t, order) = keys.pop().ok_or_else(|| SqlError::undefined_function(&sig()))?;
                 let (key, ty, eval) = match t {
                     Some(DataType::Interval) => {
@@ -503,7 +512,7 @@ impl Binder<'_> {
                     ),
                     Some(_) => return Err(SqlError::undefined_function(&sig())),
                 };
-                Ok((builtin("percentile_cont", eval, true), ty, vec![(key, Some(ty), order)], vec![p]))
+                Ok((builtin("percentile_cont", eval, true), result(ty, multi)?, vec![(key, Some(ty), order)], vec![p]))
             }
             OrderedSet::PercentileDisc | OrderedSet::Mode => {
                 let Some(ty) = keys[0].1 else {
@@ -514,8 +523,8 @@ impl Binder<'_> {
                 if kind == OrderedSet::Mode {
                     return Ok((builtin("mode", fin::mode, true), ty, keys, Vec::new()));
                 }
-                let p = fraction(self, &mut direct)?;
-                Ok((builtin("percentile_disc", fin::percentile_disc, true), ty, keys, vec![p]))
+                let (p, multi) = fraction(self, &mut direct)?;
+                Ok((builtin("percentile_disc", fin::percentile_disc, true), result(ty, multi)?, keys, vec![p]))
             }
             OrderedSet::Hypothetical(rank) => {
                 if direct.len() != keys.len() || keys.is_empty() {

@@ -695,59 +695,76 @@ pub(crate) mod ordered_set {
         (first as usize, second as usize, at - first)
     }
 
-    /// percentile_cont(float8) WITHIN GROUP (ORDER BY float8).
-    pub(crate) fn percentile_cont_float8(args: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
-        let p = percentile(args)?;
+    /// A percentile final over its fraction, or over an array of fractions
+    /// (percentile_*_multi_final: the array's shape, NULL for a NULL
+    /// fraction, NULL for a group of no rows before any fraction is checked).
+    fn by_fraction(args: &[Value], one: fn(&[Value], f64) -> Result<Value>) -> Result<Value> {
         let rows = sorted(args);
+        let Some(Value::Array(fractions)) = args.get(1) else {
+            let p = percentile(args)?;
+            return if rows.is_empty() { Ok(Value::Null) } else { one(rows, p) };
+        };
         if rows.is_empty() {
             return Ok(Value::Null);
         }
-        let (first, second, proportion) = cont_rows(rows.len(), p);
-        let lo = value::to_f64(&rows[first]).unwrap_or(f64::NAN);
-        if first == second {
-            return Ok(Value::Float8(lo));
+        fn each(items: &[Value], rows: &[Value], one: fn(&[Value], f64) -> Result<Value>) -> Result<Value> {
+            let mut out = Vec::with_capacity(items.len());
+            for item in items {
+                out.push(match item {
+                    Value::Null => Value::Null,
+                    Value::Array(inner) => each(inner, rows, one)?,
+                    p => one(rows, percentile(&[Value::Null, p.clone()])?)?,
+                });
+            }
+            Ok(Value::Array(out))
         }
-        let hi = value::to_f64(&rows[second]).unwrap_or(f64::NAN);
-        // float8_lerp.
-        Ok(Value::Float8(lo + proportion * (hi - lo)))
+        each(fractions, rows, one)
+    }
+
+    /// percentile_cont(float8) WITHIN GROUP (ORDER BY float8).
+    pub(crate) fn percentile_cont_float8(args: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+        by_fraction(args, |rows, p| {
+            let (first, second, proportion) = cont_rows(rows.len(), p);
+            let lo = value::to_f64(&rows[first]).unwrap_or(f64::NAN);
+            if first == second {
+                return Ok(Value::Float8(lo));
+            }
+            let hi = value::to_f64(&rows[second]).unwrap_or(f64::NAN);
+            // float8_lerp.
+            Ok(Value::Float8(lo + proportion * (hi - lo)))
+        })
     }
 
     /// percentile_cont(float8) WITHIN GROUP (ORDER BY interval).
     pub(crate) fn percentile_cont_interval(args: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
-        let p = percentile(args)?;
-        let rows = sorted(args);
-        if rows.is_empty() {
-            return Ok(Value::Null);
-        }
-        let (first, second, proportion) = cont_rows(rows.len(), p);
-        let (Value::Interval(lo), Value::Interval(hi)) = (&rows[first], &rows[second]) else {
-            return Err(SqlError::new("XX000", "percentile_cont of an interval given another type"));
-        };
-        if first == second {
-            return Ok(Value::Interval(*lo));
-        }
-        // interval_lerp: lo + (hi - lo) * proportion.
-        let err = || SqlError::out_of_range("interval");
-        let diff = Interval {
-            months: hi.months.checked_sub(lo.months).ok_or_else(err)?,
-            days: hi.days.checked_sub(lo.days).ok_or_else(err)?,
-            micros: hi.micros.checked_sub(lo.micros).ok_or_else(err)?,
-        };
-        let step = crate::value::interval::scale(diff, proportion, false)?;
-        Ok(Value::Interval(crate::value::interval::add(step, *lo)?))
+        by_fraction(args, |rows, p| {
+            let (first, second, proportion) = cont_rows(rows.len(), p);
+            let (Value::Interval(lo), Value::Interval(hi)) = (&rows[first], &rows[second]) else {
+                return Err(SqlError::new("XX000", "percentile_cont of an interval given another type"));
+            };
+            if first == second {
+                return Ok(Value::Interval(*lo));
+            }
+            // interval_lerp: lo + (hi - lo) * proportion.
+            let err = || SqlError::out_of_range("interval");
+            let diff = Interval {
+                months: hi.months.checked_sub(lo.months).ok_or_else(err)?,
+                days: hi.days.checked_sub(lo.days).ok_or_else(err)?,
+                micros: hi.micros.checked_sub(lo.micros).ok_or_else(err)?,
+            };
+            let step = crate::value::interval::scale(diff, proportion, false)?;
+            Ok(Value::Interval(crate::value::interval::add(step, *lo)?))
+        })
     }
 
     /// percentile_disc(float8) WITHIN GROUP (ORDER BY anyelement): the
     /// first value whose position is at least the fraction.
-    #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     pub(crate) fn percentile_disc(args: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
-        let p = percentile(args)?;
-        let rows = sorted(args);
-        if rows.is_empty() {
-            return Ok(Value::Null);
-        }
-        let rownum = (p * rows.len() as f64).ceil() as usize;
-        Ok(rows[rownum.max(1) - 1].clone())
+        #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        by_fraction(args, |rows, p| {
+            let rownum = (p * rows.len() as f64).ceil() as usize;
+            Ok(rows[rownum.max(1) - 1].clone())
+        })
     }
 
     /// mode() WITHIN GROUP (ORDER BY anyelement): the most frequent value,
