@@ -32,6 +32,8 @@ fn refused_constructs_name_themselves() {
             "floating-point sum, avg, variance",
         ),
         ("SELECT regr_sxx(v::float8, id ORDER BY v) FROM t", "ORDER BY in a regr_*"),
+        // op ANY/ALL (subquery) compares over ARRAY(subquery), which has no array of arrays.
+        ("SELECT ARRAY[1] < ALL (SELECT a FROM arr)", "multidimensional"),
         ("CREATE SEQUENCE o OWNED BY t.id", "OWNED BY"),
         ("CREATE TEMPORARY SEQUENCE tmp", "TEMPORARY SEQUENCE"),
         // VARIADIC spreads only a one-dimensional constructor of literals
