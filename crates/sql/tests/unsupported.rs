@@ -32,6 +32,11 @@ fn refused_constructs_name_themselves() {
             "floating-point sum, avg, variance",
         ),
         ("SELECT regr_sxx(v::float8, id ORDER BY v) FROM t", "ORDER BY in a regr_*"),
+        // An ordered-set aggregate of the outer query's columns is the outer query's.
+        (
+            "SELECT (SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY t.v) FROM words) FROM t",
+            "refer only to an outer query's columns",
+        ),
         // op ANY/ALL (subquery) compares over ARRAY(subquery), which has no array of arrays.
         ("SELECT ARRAY[1] < ALL (SELECT a FROM arr)", "multidimensional"),
         ("CREATE SEQUENCE o OWNED BY t.id", "OWNED BY"),

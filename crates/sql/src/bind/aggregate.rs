@@ -405,6 +405,19 @@ impl Binder<'_> {
             order_by,
             ty: keys[0].1.unwrap_or(DataType::Text),
         };
+        if outer_level(&call) {
+            // Its keys make it the outer query's aggregate (check_agg_arguments).
+            let mut local = false;
+            direct.iter().for_each(|d| d.walk(&mut |x| local |= matches!(x, Expr::Column(_))));
+            return Err(if local {
+                SqlError::new(
+                    "42803",
+                    "outer-level aggregate cannot contain a lower-level variable in its direct arguments",
+                )
+            } else {
+                SqlError::unsupported("an aggregate whose arguments refer only to an outer query's columns")
+            });
+        }
         let aggs = ctx.aggs.as_mut().ok_or_else(|| SqlError::new("XX000", "aggregate context lost"))?;
         let idx = match aggs.iter().position(|c| *c == call) {
             Some(i) => i,
