@@ -258,6 +258,34 @@ pub enum AggFunc {
         sample: bool,
         stddev: bool,
     },
+    /// The two-argument float8 statistics (regr_*, covar_*, corr) over
+    /// float8_regr_accum's state; the argument is the (y, x) pair as an array.
+    Regr(RegrFunc),
+    /// An ordered-set aggregate's input (`percentile_cont(0.5) WITHIN GROUP
+    /// (ORDER BY x)`): the rows sorted by `order_by`, as an array (of the
+    /// values, NULLs dropped; for a hypothetical-set aggregate, of each
+    /// row's keys, NULLs kept); a final function above the aggregation
+    /// (exec::ordered_set) reads it.
+    OrderedSet {
+        hypothetical: bool,
+    },
+}
+
+/// What a two-argument statistics aggregate reads of its state (float.c's finals).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegrFunc {
+    Count,
+    Sxx,
+    Syy,
+    Sxy,
+    AvgX,
+    AvgY,
+    R2,
+    Slope,
+    Intercept,
+    CovarPop,
+    CovarSamp,
+    Corr,
 }
 
 #[derive(Clone, Debug, PartialEq)]

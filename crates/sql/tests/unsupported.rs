@@ -31,6 +31,14 @@ fn refused_constructs_name_themselves() {
             "SELECT var_pop(x ORDER BY x DESC) FROM (VALUES (0.1::float8), (0.2)) v(x)",
             "floating-point sum, avg, variance",
         ),
+        ("SELECT regr_sxx(v::float8, id ORDER BY v) FROM t", "ORDER BY in a regr_*"),
+        // An ordered-set aggregate of the outer query's columns is the outer query's.
+        (
+            "SELECT (SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY t.v) FROM words) FROM t",
+            "refer only to an outer query's columns",
+        ),
+        // op ANY/ALL (subquery) compares over ARRAY(subquery), which has no array of arrays.
+        ("SELECT ARRAY[1] < ALL (SELECT a FROM arr)", "multidimensional"),
         ("CREATE SEQUENCE o OWNED BY t.id", "OWNED BY"),
         ("CREATE TEMPORARY SEQUENCE tmp", "TEMPORARY SEQUENCE"),
         // VARIADIC spreads only a one-dimensional constructor of literals

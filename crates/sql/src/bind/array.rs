@@ -44,11 +44,19 @@ impl Binder<'_> {
         let word = if all { "ALL" } else { "ANY" };
         if let ast::Expr::Subquery(q) = right {
             // `= ANY` is IN, `<> ALL` is NOT IN.
-            if cmp != (if all { CmpOp::NotEq } else { CmpOp::Eq }) {
-                return Err(SqlError::unsupported(format!("{} {word} (subquery)", cmp.symbol())));
+            if cmp == (if all { CmpOp::NotEq } else { CmpOp::Eq }) {
+                let e = ast::Expr::InSubquery { expr: Box::new(left.clone()), subquery: q.clone(), negated: all };
+                return self.expr(&e, scope, ctx);
             }
-            let e = ast::Expr::InSubquery { expr: Box::new(left.clone()), subquery: q.clone(), negated: all };
-            return self.expr(&e, scope, ctx);
+            // Any other operator: over the subquery's rows as an array, which
+            // ANY/ALL over an array answers alike (true, false or NULL by the
+            // same rules; ALL of no rows is true, ANY false).
+            let (x, xt) = self.expr(left, scope, ctx)?;
+            let (a, at) = self.array_subquery(q, scope)?;
+            if !matches!(at, Some(DataType::Array(_))) {
+                return Err(SqlError::unsupported(format!("{} {word} (subquery) of this type", cmp.symbol())));
+            }
+            return self.real_any(cmp, all, x, xt, a, at);
         }
         let (x, xt) = self.expr(left, scope, ctx)?;
         let (a, at) = self.expr(right, scope, ctx)?;

@@ -217,10 +217,15 @@ impl Binder<'_> {
                 if targs.settings.is_some() {
                     return Err(SqlError::unsupported("table function settings"));
                 }
-                let fname = function_name(name)?;
-                let exprs = table_function_args(&fname, &targs.args)?;
-                let (schema, source) =
-                    self.function_from(&fname, &exprs, alias.as_ref(), *with_ordinality, rels, outer)?;
+                let (fname, schema, source) =
+                    self.function_item(name, &targs.args, alias.as_ref(), *with_ordinality, rels, outer)?;
+                (fname, schema, source, alias)
+            }
+            // LATERAL changes nothing for a function: its arguments always
+            // see the FROM items before it.
+            ast::TableFactor::Function { lateral: true, name, args, with_ordinality, alias } => {
+                let (fname, schema, source) =
+                    self.function_item(name, args, alias.as_ref(), *with_ordinality, rels, outer)?;
                 (fname, schema, source, alias)
             }
             ast::TableFactor::UNNEST {
@@ -276,7 +281,7 @@ impl Binder<'_> {
         let mut schema = schema;
         let mut rname = name;
         if let Some(a) = alias {
-            if !matches!(factor, ast::TableFactor::Table { args: Some(_), .. }) {
+            if !matches!(factor, ast::TableFactor::Table { args: Some(_), .. } | ast::TableFactor::Function { .. }) {
                 no_alias_types(&a.columns)?;
             }
             rname = ident(&a.name);
@@ -299,6 +304,22 @@ impl Binder<'_> {
             }
         }
         Ok(Some(VirtualRel { name: rname, table: schema, source: Arc::new(source) }))
+    }
+
+    /// A function call in FROM by its name and arguments as written.
+    fn function_item(
+        &mut self,
+        name: &ObjectName,
+        args: &[ast::FunctionArg],
+        alias: Option<&ast::TableAlias>,
+        ordinality: bool,
+        rels: &[Rel],
+        outer: Option<&Scope<'_>>,
+    ) -> Result<(String, Arc<TableSchema>, VirtualSource)> {
+        let fname = function_name(name)?;
+        let exprs = table_function_args(&fname, args)?;
+        let (schema, source) = self.function_from(&fname, &exprs, alias, ordinality, rels, outer)?;
+        Ok((fname, schema, source))
     }
 
     /// A set-returning function in FROM; its arguments see the FROM items before it.

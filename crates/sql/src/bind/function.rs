@@ -15,6 +15,9 @@ use crate::value::{self, type_name};
 
 impl Binder<'_> {
     pub(super) fn function(&mut self, f: &ast::Function, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+        if !f.within_group.is_empty() && f.null_treatment.is_none() && f.parameters == ast::FunctionArguments::None {
+            return self.ordered_set_aggregate(f, &function_name(&f.name)?, scope, ctx);
+        }
         if !f.within_group.is_empty() || f.null_treatment.is_some() || f.parameters != ast::FunctionArguments::None {
             return Err(SqlError::unsupported(format!("function call {}", truncate(&f.to_string()))));
         }

@@ -10,7 +10,7 @@ use pgtier_engine::{DataType, Interval, Numeric, Value};
 use super::{Exec, row_bytes};
 use crate::error::{Result, SqlError};
 use crate::expr::{Env, Expr};
-use crate::plan::{AggCall, AggFunc};
+use crate::plan::{AggCall, AggFunc, RegrFunc};
 use crate::value;
 use crate::value::types::{self, Elem};
 
@@ -106,7 +106,108 @@ pub(super) enum Acc {
     Sorted(Vec<(Vec<Value>, Value)>),
     /// variance/stddev: count, sum, sum of squares (exact), any NaN or infinity.
     Variance(i64, value::Dec, value::Dec, bool),
+    /// regr_*, covar_*, corr: float8_regr_accum's state.
+    Regr(RegrState),
 }
+
+/// PostgreSQL's float8_regr_accum state (N, Sx, Sxx, Sy, Syy, Sxy): the
+/// Youngs-Cramer update of both variables and their co-moment, with its
+/// overflow rule, so the finals round exactly as PostgreSQL's do.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct RegrState {
+    n: f64,
+    sx: f64,
+    sxx: f64,
+    sy: f64,
+    syy: f64,
+    sxy: f64,
+}
+
+impl RegrState {
+    fn add(&mut self, y: f64, x: f64) -> Result<()> {
+        let old = *self;
+        self.n += 1.0;
+        self.sx += x;
+        self.sy += y;
+        if old.n > 0.0 {
+            let tmp_x = x * self.n - self.sx;
+            let tmp_y = y * self.n - self.sy;
+            let scale = 1.0 / (self.n * old.n);
+            self.sxx += tmp_x * tmp_x * scale;
+            self.syy += tmp_y * tmp_y * scale;
+            self.sxy += tmp_x * tmp_y * scale;
+            let inf = f64::is_infinite;
+            if inf(self.sx) || inf(self.sxx) || inf(self.sy) || inf(self.syy) || inf(self.sxy) {
+                let x_finite = !inf(old.sx) && !inf(x);
+                let y_finite = !inf(old.sy) && !inf(y);
+                if ((inf(self.sx) || inf(self.sxx)) && x_finite)
+                    || ((inf(self.sy) || inf(self.syy)) && y_finite)
+                    || (inf(self.sxy) && x_finite && y_finite)
+                {
+                    return Err(float_overflow());
+                }
+                for v in [&mut self.sxx, &mut self.syy, &mut self.sxy] {
+                    if v.is_infinite() {
+                        *v = f64::NAN;
+                    }
+                }
+            }
+        } else {
+            if x.is_nan() || x.is_infinite() {
+                self.sxx = f64::NAN;
+                self.sxy = f64::NAN;
+            }
+            if y.is_nan() || y.is_infinite() {
+                self.syy = f64::NAN;
+                self.sxy = f64::NAN;
+            }
+        }
+        Ok(())
+    }
+
+    /// float.c's float8_regr_* / float8_covar_* / float8_corr finals.
+    #[allow(clippy::float_cmp, clippy::cast_possible_truncation)]
+    fn finish(self, kind: RegrFunc) -> Value {
+        let RegrState { n, sx, sxx, sy, syy, sxy } = self;
+        let float = |v: Option<f64>| v.map_or(Value::Null, Value::Float8);
+        if kind == RegrFunc::Count {
+            return Value::Int8(n as i64);
+        }
+        if n < 1.0 {
+            return Value::Null;
+        }
+        float(match kind {
+            RegrFunc::Count => None,
+            RegrFunc::Sxx => Some(sxx),
+            RegrFunc::Syy => Some(syy),
+            RegrFunc::Sxy => Some(sxy),
+            RegrFunc::AvgX => Some(sx / n),
+            RegrFunc::AvgY => Some(sy / n),
+            RegrFunc::CovarPop => Some(sxy / n),
+            RegrFunc::CovarSamp if n < 2.0 => None,
+            RegrFunc::CovarSamp => Some(sxy / (n - 1.0)),
+            RegrFunc::Corr if sxx == 0.0 || syy == 0.0 => None,
+            RegrFunc::Corr => Some(sxy / (sxx * syy).sqrt()),
+            RegrFunc::R2 if sxx == 0.0 => None,
+            RegrFunc::R2 if syy == 0.0 => Some(1.0),
+            RegrFunc::R2 => Some((sxy * sxy) / (sxx * syy)),
+            RegrFunc::Slope if sxx == 0.0 => None,
+            RegrFunc::Slope => Some(sxy / sxx),
+            RegrFunc::Intercept if sxx == 0.0 => None,
+            RegrFunc::Intercept => Some((sy - sx * sxy / sxx) / n),
+        })
+    }
+}
+
+/// A regr_* / covar_* / corr call's argument: its (y, x) pair, NULLs kept
+/// (a row with either NULL is skipped, the functions being strict).
+pub(crate) const REGR_PAIR: crate::expr::Builtin = crate::expr::Builtin {
+    name: "regr_pair",
+    eval: |args, _| Ok(Value::Array(args.to_vec())),
+    strict: false,
+    volatility: crate::expr::Volatility::Immutable,
+    data: crate::expr::registry::CallData::None,
+};
 
 /// PostgreSQL's float8_accum state (N, Sx, Sxx) for avg, variance and
 /// stddev of float4/float8: the Youngs-Cramer update, with its overflow
@@ -181,10 +282,15 @@ pub(super) fn new_acc(call: &AggCall) -> Acc {
         AggFunc::Avg => Acc::AvgNum(Value::Numeric(Numeric::new(0, 0)), 0),
         AggFunc::Min | AggFunc::Max | AggFunc::BoolAnd | AggFunc::BoolOr => Acc::Extreme(None),
         AggFunc::Variance { .. } => Acc::Variance(0, value::Dec::zero(), value::Dec::zero(), false),
-        AggFunc::StringAgg | AggFunc::ArrayAgg | AggFunc::Json(_) if !call.order_by.is_empty() => {
+        AggFunc::Regr(_) => Acc::Regr(RegrState::default()),
+        AggFunc::StringAgg | AggFunc::ArrayAgg | AggFunc::Json(_) | AggFunc::OrderedSet { .. }
+            if !call.order_by.is_empty() =>
+        {
             Acc::Sorted(Vec::new())
         }
-        AggFunc::StringAgg | AggFunc::ArrayAgg | AggFunc::Json(_) => Acc::Collect(Vec::new()),
+        AggFunc::StringAgg | AggFunc::ArrayAgg | AggFunc::Json(_) | AggFunc::OrderedSet { .. } => {
+            Acc::Collect(Vec::new())
+        }
     }
 }
 
@@ -199,6 +305,17 @@ pub(super) fn accumulate(acc: &mut Acc, call: &AggCall, v: Option<Value>) -> Res
         }
         (_, None) => {}
         (_, Some(Value::Null)) => {}
+        (Acc::Regr(state), Some(Value::Array(pair))) => {
+            if let [y, x] = pair.as_slice()
+                && !y.is_null()
+                && !x.is_null()
+            {
+                state.add(value::to_f64(y).unwrap_or(f64::NAN), value::to_f64(x).unwrap_or(f64::NAN))?;
+            }
+        }
+        (Acc::Regr(_), Some(other)) => {
+            return Err(SqlError::new("XX000", format!("a regression aggregate given {}", other.type_name())));
+        }
         (Acc::Count(n), Some(_)) => *n += 1,
         (Acc::SumInt(s), Some(v)) => {
             *s = Some(s.unwrap_or(0).checked_add(i128::from(v.as_i64().unwrap_or(0))).ok_or_else(overflow)?)
@@ -284,6 +401,11 @@ pub(super) fn finish(acc: Acc, call: &AggCall) -> Result<Value> {
                 }
                 Ordering::Equal
             });
+            if let AggFunc::OrderedSet { hypothetical } = call.func {
+                return Ok(Value::Array(
+                    keyed.into_iter().map(|(keys, v)| if hypothetical { Value::Array(keys) } else { v }).collect(),
+                ));
+            }
             let mut ordered = AggCall { distinct: false, ..call.clone() };
             ordered.order_by.clear();
             finish_collect(&ordered, keyed.into_iter().map(|(_, v)| v).collect())?
@@ -303,6 +425,10 @@ pub(super) fn finish(acc: Acc, call: &AggCall) -> Result<Value> {
             }
         }
         Acc::Youngs(state) => state.finish(call.func).map_or(Value::Null, Value::Float8),
+        Acc::Regr(state) => match call.func {
+            AggFunc::Regr(kind) => state.finish(kind),
+            _ => Value::Null,
+        },
         Acc::Extreme(v) => v.unwrap_or(Value::Null),
         Acc::Variance(n, sum, sum_sq, special) => match call.func {
             AggFunc::Variance { sample, stddev } => value::numeric_variance(n, &sum, &sum_sq, special, sample, stddev)?,
@@ -406,6 +532,10 @@ impl<'p> Aggregator<'p> {
                 continue;
             }
             if let (Acc::Sorted(items), Some(v)) = (&mut self.groups[gi].accs[k], &v) {
+                if v.is_null() && call.func == (AggFunc::OrderedSet { hypothetical: false }) {
+                    // The percentiles and mode skip NULL inputs.
+                    continue;
+                }
                 let v = v.clone();
                 let mut keys = Vec::with_capacity(call.order_by.len());
                 for o in &call.order_by {
@@ -480,4 +610,263 @@ fn finish_collect(call: &AggCall, mut items: Vec<Value>) -> Result<Value> {
         }
     }
     Ok(out.map_or(Value::Null, Value::Text))
+}
+
+/// The hypothetical-set aggregates: where a row of the direct arguments
+/// would rank among the group's rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HypotheticalRank {
+    Rank,
+    DenseRank,
+    PercentRank,
+    CumeDist,
+}
+
+impl HypotheticalRank {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            HypotheticalRank::Rank => "rank",
+            HypotheticalRank::DenseRank => "dense_rank",
+            HypotheticalRank::PercentRank => "percent_rank",
+            HypotheticalRank::CumeDist => "cume_dist",
+        }
+    }
+}
+
+/// The final functions of the ordered-set aggregates (PostgreSQL's
+/// orderedsetaggs.c). Each gets the group's rows as the
+/// `AggFunc::OrderedSet` aggregate collected them, sorted (an array of the
+/// values, or for the hypothetical-set ones an array of rows, each an
+/// array of its keys), then the direct arguments.
+pub(crate) mod ordered_set {
+    use std::cmp::Ordering;
+
+    use pgtier_engine::{Interval, Value};
+
+    use super::HypotheticalRank;
+    use crate::error::{Result, SqlError};
+    use crate::expr::registry::{EvalCtx, EvalFn};
+    use crate::value;
+
+    fn sorted(args: &[Value]) -> &[Value] {
+        match args.first() {
+            Some(Value::Array(items)) => items,
+            _ => &[],
+        }
+    }
+
+    /// The percentile argument, checked as PostgreSQL checks it.
+    fn percentile(args: &[Value]) -> Result<f64> {
+        let p = args.get(1).and_then(value::to_f64).unwrap_or(f64::NAN);
+        if !(0.0..=1.0).contains(&p) {
+            return Err(SqlError::new("22003", format!("percentile value {} is not between 0 and 1", format_g(p))));
+        }
+        Ok(p)
+    }
+
+    /// C's `%g`: six significant digits, trailing zeros dropped, an exponent
+    /// below 1e-4 or from 1e6.
+    fn format_g(x: f64) -> String {
+        if x.is_nan() {
+            return "nan".to_owned();
+        }
+        if x.is_infinite() {
+            return if x < 0.0 { "-inf".to_owned() } else { "inf".to_owned() };
+        }
+        let sci = format!("{x:.5e}");
+        let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+        let exp: i32 = exp.parse().unwrap_or(0);
+        let trim = |s: &str| -> String {
+            if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_owned() } else { s.to_owned() }
+        };
+        if !(-4..6).contains(&exp) {
+            let sign = if exp < 0 { '-' } else { '+' };
+            return format!("{}e{sign}{:02}", trim(mantissa), exp.abs());
+        }
+        let decimals = usize::try_from(5 - exp).unwrap_or(0);
+        trim(&format!("{x:.decimals$}"))
+    }
+
+    /// The first and second rows percentile_cont interpolates between, and the proportion.
+    #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
+    fn cont_rows(n: usize, p: f64) -> (usize, usize, f64) {
+        let at = p * (n as f64 - 1.0);
+        let (first, second) = (at.floor(), at.ceil());
+        (first as usize, second as usize, at - first)
+    }
+
+    /// A percentile final over its fraction, or over an array of fractions
+    /// (percentile_*_multi_final: the array's shape, NULL for a NULL
+    /// fraction, NULL for a group of no rows before any fraction is checked).
+    fn by_fraction(args: &[Value], one: fn(&[Value], f64) -> Result<Value>) -> Result<Value> {
+        let rows = sorted(args);
+        let Some(Value::Array(fractions)) = args.get(1) else {
+            let p = percentile(args)?;
+            return if rows.is_empty() { Ok(Value::Null) } else { one(rows, p) };
+        };
+        if rows.is_empty() {
+            return Ok(Value::Null);
+        }
+        fn each(items: &[Value], rows: &[Value], one: fn(&[Value], f64) -> Result<Value>) -> Result<Value> {
+            let mut out = Vec::with_capacity(items.len());
+            for item in items {
+                out.push(match item {
+                    Value::Null => Value::Null,
+                    Value::Array(inner) => each(inner, rows, one)?,
+                    p => one(rows, percentile(&[Value::Null, p.clone()])?)?,
+                });
+            }
+            Ok(Value::Array(out))
+        }
+        each(fractions, rows, one)
+    }
+
+    /// percentile_cont(float8) WITHIN GROUP (ORDER BY float8).
+    pub(crate) fn percentile_cont_float8(args: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+        by_fraction(args, |rows, p| {
+            let (first, second, proportion) = cont_rows(rows.len(), p);
+            let lo = value::to_f64(&rows[first]).unwrap_or(f64::NAN);
+            if first == second {
+                return Ok(Value::Float8(lo));
+            }
+            let hi = value::to_f64(&rows[second]).unwrap_or(f64::NAN);
+            // float8_lerp.
+            Ok(Value::Float8(lo + proportion * (hi - lo)))
+        })
+    }
+
+    /// percentile_cont(float8) WITHIN GROUP (ORDER BY interval).
+    pub(crate) fn percentile_cont_interval(args: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+        by_fraction(args, |rows, p| {
+            let (first, second, proportion) = cont_rows(rows.len(), p);
+            let (Value::Interval(lo), Value::Interval(hi)) = (&rows[first], &rows[second]) else {
+                return Err(SqlError::new("XX000", "percentile_cont of an interval given another type"));
+            };
+            if first == second {
+                return Ok(Value::Interval(*lo));
+            }
+            // interval_lerp: lo + (hi - lo) * proportion.
+            let err = || SqlError::out_of_range("interval");
+            let diff = Interval {
+                months: hi.months.checked_sub(lo.months).ok_or_else(err)?,
+                days: hi.days.checked_sub(lo.days).ok_or_else(err)?,
+                micros: hi.micros.checked_sub(lo.micros).ok_or_else(err)?,
+            };
+            let step = crate::value::interval::scale(diff, proportion, false)?;
+            Ok(Value::Interval(crate::value::interval::add(step, *lo)?))
+        })
+    }
+
+    /// percentile_disc(float8) WITHIN GROUP (ORDER BY anyelement): the
+    /// first value whose position is at least the fraction.
+    pub(crate) fn percentile_disc(args: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+        #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        by_fraction(args, |rows, p| {
+            let rownum = (p * rows.len() as f64).ceil() as usize;
+            Ok(rows[rownum.max(1) - 1].clone())
+        })
+    }
+
+    /// mode() WITHIN GROUP (ORDER BY anyelement): the most frequent value,
+    /// the first in the order among equally frequent ones.
+    pub(crate) fn mode(args: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+        let rows = sorted(args);
+        let mut best: Option<(&Value, usize)> = None;
+        let mut run = 0;
+        for (k, v) in rows.iter().enumerate() {
+            let same = k > 0 && value::compare(&rows[k - 1], v) == Some(Ordering::Equal);
+            run = if same { run + 1 } else { 1 };
+            let run_start = &rows[k + 1 - run];
+            if best.is_none_or(|(_, freq)| run > freq) {
+                best = Some((run_start, run));
+            }
+        }
+        Ok(best.map_or(Value::Null, |(v, _)| v.clone()))
+    }
+
+    pub(crate) fn hypothetical(rank: HypotheticalRank) -> EvalFn {
+        match rank {
+            HypotheticalRank::Rank => |a, _| Ok(Value::Int8(i64::try_from(place(a, false)?.0).unwrap_or(i64::MAX))),
+            HypotheticalRank::DenseRank => |a, _| Ok(Value::Int8(i64::try_from(dense_place(a)?).unwrap_or(i64::MAX))),
+            HypotheticalRank::PercentRank => percent_rank,
+            HypotheticalRank::CumeDist => cume_dist,
+        }
+    }
+
+    #[allow(clippy::cast_precision_loss)]
+    fn percent_rank(args: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+        let (rank, rows) = place(args, false)?;
+        if rows == 0 {
+            return Ok(Value::Float8(0.0));
+        }
+        Ok(Value::Float8((rank - 1) as f64 / rows as f64))
+    }
+
+    #[allow(clippy::cast_precision_loss)]
+    fn cume_dist(args: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+        let (rank, rows) = place(args, true)?;
+        Ok(Value::Float8(rank as f64 / (rows + 1) as f64))
+    }
+
+    /// The hypothetical row (the direct arguments) against a sorted row: its order.
+    fn against(args: &[Value], row: &Value) -> Result<Ordering> {
+        let (Some(Value::Array(flags)), Value::Array(keys)) = (args.last(), row) else {
+            return Err(SqlError::new("XX000", "a hypothetical-set aggregate without its rows"));
+        };
+        let direct = &args[1..args.len() - 1];
+        for (k, (d, x)) in direct.iter().zip(keys).enumerate() {
+            let flag = |i: usize| matches!(flags.get(2 * k + i), Some(Value::Bool(true)));
+            let o = crate::exec::select::sort_key_cmp(d, x, flag(0), flag(1));
+            if o != Ordering::Equal {
+                return Ok(o);
+            }
+        }
+        Ok(Ordering::Equal)
+    }
+
+    /// hypothetical_rank_common: 1 + the rows sorted before the hypothetical
+    /// row, which goes before its peers (after them with `after_peers`), and
+    /// the number of rows.
+    fn place(args: &[Value], after_peers: bool) -> Result<(usize, usize)> {
+        let rows = sorted(args);
+        let mut before = 0;
+        for row in rows {
+            match against(args, row)? {
+                Ordering::Greater => before += 1,
+                Ordering::Equal if after_peers => before += 1,
+                _ => {}
+            }
+        }
+        Ok((before + 1, rows.len()))
+    }
+
+    /// hypothetical_dense_rank_final: 1 + the distinct rows before it.
+    fn dense_place(args: &[Value]) -> Result<usize> {
+        let rows = sorted(args);
+        let mut distinct_before = 0;
+        let mut previous: Option<&Value> = None;
+        for row in rows {
+            if against(args, row)? != Ordering::Greater {
+                break;
+            }
+            let peer = previous.is_some_and(|p| rows_equal(p, row));
+            if !peer {
+                distinct_before += 1;
+            }
+            previous = Some(row);
+        }
+        Ok(distinct_before + 1)
+    }
+
+    /// Two sorted rows are peers: every key equal, NULL equal to NULL.
+    fn rows_equal(a: &Value, b: &Value) -> bool {
+        match (a, b) {
+            (Value::Array(x), Value::Array(y)) => x.iter().zip(y).all(|(p, q)| match (p.is_null(), q.is_null()) {
+                (true, true) => true,
+                (false, false) => value::compare(p, q) == Some(Ordering::Equal),
+                _ => false,
+            }),
+            _ => false,
+        }
+    }
 }

@@ -42,6 +42,7 @@ use std::time::Instant;
 
 use pgtier_engine::{RowBuf, RowRef, Transaction, Value, ValueRef};
 
+pub(crate) use aggregate::{HypotheticalRank, REGR_PAIR, ordered_set};
 pub use hash_join::LevelHashes;
 pub use sequence::SessionSequences;
 

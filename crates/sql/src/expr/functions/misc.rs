@@ -4,7 +4,7 @@
 use pgtier_engine::{DataType, Value};
 
 use super::SubqueryRunner;
-use super::registry::{Builtin, EvalFn, FunctionDef, Volatility, int};
+use super::registry::{ArgBinder, Builtin, Call, EvalFn, FunctionDef, Ty, Volatility, int};
 use crate::catalog::column_type_info;
 use crate::error::{Result, SqlError};
 use crate::expr::Expr;
@@ -71,7 +71,36 @@ pub(super) const DEFS: &[FunctionDef] = &[
         },
     },
     GEN_RANDOM_UUID_DEF,
+    // bool_and's and bool_or's transition functions, callable as functions (strict).
+    FunctionDef {
+        names: &["booland_statefunc"],
+        volatility: Volatility::Immutable,
+        resolve: |d, b, c| bool_pair(d, b, c, true),
+    },
+    FunctionDef {
+        names: &["boolor_statefunc"],
+        volatility: Volatility::Immutable,
+        resolve: |d, b, c| bool_pair(d, b, c, false),
+    },
 ];
+
+/// booland_statefunc / boolor_statefunc(boolean, boolean).
+fn bool_pair(def: &FunctionDef, b: &mut dyn ArgBinder, call: Call<'_>, and: bool) -> Result<(Expr, Ty)> {
+    let (name, undefined) = (call.name, call.undefined());
+    let (x, y) = call.pair()?;
+    let mut arg = |(e, t): (Expr, Ty)| match t {
+        None => b.coerce(e, None, DataType::Bool, name),
+        Some(DataType::Bool) => Ok(e),
+        Some(_) => Err(undefined.clone()),
+    };
+    let args = vec![arg(x)?, arg(y)?];
+    let eval: EvalFn = if and {
+        |v, _| Ok(Value::Bool(v[0] == Value::Bool(true) && v[1] == Value::Bool(true)))
+    } else {
+        |v, _| Ok(Value::Bool(v[0] == Value::Bool(true) || v[1] == Value::Bool(true)))
+    };
+    Ok((def.expr(eval, args), Some(DataType::Bool)))
+}
 
 const GEN_RANDOM_UUID_DEF: FunctionDef = FunctionDef {
     names: &["gen_random_uuid"],
