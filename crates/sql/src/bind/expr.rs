@@ -142,6 +142,9 @@ impl Binder<'_> {
             | E::ILike { negated, any: false, expr, pattern, escape_char: None } => {
                 self.like(expr, pattern, *negated, matches!(e, E::ILike { .. }), scope, ctx)
             }
+            E::SimilarTo { negated, expr, pattern, escape_char } => {
+                self.similar_to(expr, pattern, escape_char.as_ref(), *negated, scope, ctx)
+            }
             E::Case { operand, conditions, else_result, .. } => {
                 self.case(operand.as_deref(), conditions, else_result.as_deref(), scope, ctx)
             }
@@ -400,6 +403,24 @@ impl Binder<'_> {
         let x = if matches!(xt, Some(DataType::Char(_))) { x } else { self.text_arg(x, xt, "~~")? };
         let p = self.text_arg(p, pt, "~~")?;
         Ok((Expr::Like { expr: x.boxed(), pattern: p.boxed(), negated, case_insensitive }, Some(DataType::Bool)))
+    }
+
+    /// `x [NOT] SIMILAR TO p [ESCAPE e]` is PostgreSQL's rewrite of it:
+    /// `x ~ similar_to_escape(p [, e])` (`!~` when negated).
+    fn similar_to(
+        &mut self,
+        expr: &ast::Expr,
+        pattern: &ast::Expr,
+        escape: Option<&ast::ValueWithSpan>,
+        negated: bool,
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Expr, Ty)> {
+        let x = self.expr(expr, scope, ctx)?;
+        let mut args = vec![pattern.clone()];
+        args.extend(escape.map(|e| ast::Expr::Value(e.clone())));
+        let p = self.scalar_function("similar_to_escape", &args, scope, ctx)?;
+        self.regex_match(x, p, negated, false)
     }
 
     /// `CAST(x AS t)` and `x::t`.
