@@ -5,7 +5,8 @@
 
 use pgtier_engine::{DataType, Value};
 
-use super::registry::{ArgBinder, Builtin, Call, EvalCtx, FunctionDef, Ty, Volatility, int, text, text_fn};
+use super::binary::bytea_arg;
+use super::registry::{ArgBinder, Builtin, Call, EvalCtx, EvalFn, FunctionDef, Ty, Volatility, int, text, text_fn};
 use crate::catalog::quote_ident;
 use crate::error::{Result, SqlError};
 use crate::expr::Expr;
@@ -60,17 +61,17 @@ pub(super) const DEFS: &[FunctionDef] = &[
     FunctionDef {
         names: &["btrim"],
         volatility: Immutable,
-        resolve: |def, b, call| text_fn(def, b, call, btrim, (1, 2), &[Text, Text], Text),
+        resolve: |def, b, call| resolve_trim(def, b, call, btrim, |v, _| Ok(trim_bytes(v, true, true))),
     },
     FunctionDef {
         names: &["ltrim"],
         volatility: Immutable,
-        resolve: |def, b, call| text_fn(def, b, call, ltrim, (1, 2), &[Text, Text], Text),
+        resolve: |def, b, call| resolve_trim(def, b, call, ltrim, |v, _| Ok(trim_bytes(v, true, false))),
     },
     FunctionDef {
         names: &["rtrim"],
         volatility: Immutable,
-        resolve: |def, b, call| text_fn(def, b, call, rtrim, (1, 2), &[Text, Text], Text),
+        resolve: |def, b, call| resolve_trim(def, b, call, rtrim, |v, _| Ok(trim_bytes(v, false, true))),
     },
     FunctionDef {
         names: &["replace"],
@@ -357,6 +358,44 @@ fn trim_set(vals: &[Value]) -> Vec<char> {
         Some(Value::Text(s)) => s.chars().collect(),
         _ => vec![' '],
     }
+}
+
+/// btrim / ltrim / rtrim: of two bytea (byteatrim, bytealtrim,
+/// byteartrim) when an argument is bytea and the other bytea or an unknown
+/// literal; of text otherwise.
+fn resolve_trim(
+    def: &'static FunctionDef,
+    b: &mut dyn ArgBinder,
+    call: Call<'_>,
+    of_text: EvalFn,
+    of_bytea: EvalFn,
+) -> Result<(Expr, Ty)> {
+    let of_bytes = call.len() == 2
+        && call.args.iter().any(|a| a.1 == Some(DataType::Bytea))
+        && call.args.iter().all(|a| matches!(a.1, None | Some(DataType::Bytea)));
+    if !of_bytes {
+        return text_fn(def, b, call, of_text, (1, 2), &[Text, Text], Text);
+    }
+    let (name, undefined) = (call.name, call.undefined());
+    let (x, y) = call.pair()?;
+    let args = vec![bytea_arg(b, x, name, undefined.clone())?, bytea_arg(b, y, name, undefined)?];
+    Ok((def.expr(of_bytea, args), Some(DataType::Bytea)))
+}
+
+/// The bytes of the first bytea without the leading and/or trailing bytes
+/// that are in the second.
+fn trim_bytes(vals: &[Value], leading: bool, trailing: bool) -> Value {
+    let (Some(Value::Bytea(bytes)), Some(Value::Bytea(set))) = (vals.first(), vals.get(1)) else {
+        return Value::Null;
+    };
+    let (mut start, mut end) = (0, bytes.len());
+    while leading && start < end && set.contains(&bytes[start]) {
+        start += 1;
+    }
+    while trailing && end > start && set.contains(&bytes[end - 1]) {
+        end -= 1;
+    }
+    Value::Bytea(bytes[start..end].to_vec())
 }
 
 fn btrim(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
