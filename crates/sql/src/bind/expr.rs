@@ -685,6 +685,8 @@ impl Binder<'_> {
                 (Expr::Const(num), Some(NUMERIC_ANY))
             }
             V::SingleQuotedString(s) | V::EscapedStringLiteral(s) => (Expr::Const(Value::Text(s.clone())), None),
+            // `$$...$$` / `$tag$...$tag$`: a string constant as written, no escapes.
+            V::DollarQuotedString(d) => (Expr::Const(Value::Text(d.value.clone())), None),
             V::Boolean(b) => (Expr::Const(Value::Bool(*b)), Some(DataType::Bool)),
             V::Null => (Expr::Const(Value::Null), None),
             V::Placeholder(p) => self.param(p)?,
