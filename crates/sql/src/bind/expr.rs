@@ -181,6 +181,11 @@ impl Binder<'_> {
                 }
                 self.scalar_function(name, &args, scope, ctx)
             }
+            E::Overlay { expr, overlay_what, overlay_from, overlay_for } => {
+                let mut args = vec![(**expr).clone(), (**overlay_what).clone(), (**overlay_from).clone()];
+                args.extend(overlay_for.as_deref().cloned());
+                self.scalar_function("overlay", &args, scope, ctx)
+            }
             E::Position { expr, r#in } => {
                 self.scalar_function("position", &[(**expr).clone(), (**r#in).clone()], scope, ctx)
             }
