@@ -584,8 +584,10 @@ pub(super) fn srf_select(s: &ast::Select) -> Option<ast::Select> {
     let ast::Expr::Function(f) = e else { return None };
     let name = function_name(&f.name).ok()?;
     let one_column_json = super::json::json_srf(&name).is_some_and(|f| f.columns().len() == 1);
-    if !matches!(name.as_str(), "pg_partition_ancestors" | "generate_series" | "unnest" | "string_to_table")
-        && !one_column_json
+    if !matches!(
+        name.as_str(),
+        "pg_partition_ancestors" | "generate_series" | "unnest" | "string_to_table" | "regexp_split_to_table"
+    ) && !one_column_json
     {
         return None;
     }
@@ -703,7 +705,7 @@ fn check_fetch(fetch: &ast::Fetch, q: &ast::Query) -> Result<()> {
 /// row of FROM joined with one of the function's rows, in the function's
 /// order, as PostgreSQL's ProjectSet gives them.
 fn moved_with_from(name: &str) -> bool {
-    matches!(name, "unnest" | "generate_series")
+    matches!(name, "unnest" | "generate_series" | "regexp_split_to_table")
 }
 
 /// `FROM name(args) AS alias`: a select-list set-returning call moved to FROM.
