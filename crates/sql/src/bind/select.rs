@@ -641,6 +641,10 @@ pub(super) fn expand_array_items(s: &ast::Select) -> Result<Option<ast::Select>>
     if !s.projection.iter().any(|item| matches!(item, ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } if call_of(e).is_some())) {
         return Ok(None);
     }
+    // `*` would take the moved call's FROM item for a column of its own.
+    if s.projection.iter().any(|item| matches!(item, ast::SelectItem::Wildcard(_))) {
+        return Err(SqlError::unsupported("a set-returning function beside * in the select list"));
+    }
     let mut call: Option<ast::Expr> = None;
     let mut out = s.clone();
     for item in &mut out.projection {
