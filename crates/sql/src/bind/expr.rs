@@ -403,6 +403,21 @@ impl Binder<'_> {
     ) -> Result<(Expr, Ty)> {
         let (x, xt) = self.expr(expr, scope, ctx)?;
         let (p, pt) = self.expr(pattern, scope, ctx)?;
+        // bytea LIKE bytea (bytealike; no ILIKE of bytea), an unknown
+        // literal read as bytea.
+        let bytea = Some(DataType::Bytea);
+        if !case_insensitive
+            && (xt == bytea || pt == bytea)
+            && xt.is_none_or(|t| t == DataType::Bytea)
+            && pt.is_none_or(|t| t == DataType::Bytea)
+        {
+            let x = self.coerce(x, xt, DataType::Bytea, "~~")?;
+            let p = self.coerce(p, pt, DataType::Bytea, "~~")?;
+            return Ok((
+                Expr::Like { expr: x.boxed(), pattern: p.boxed(), negated, case_insensitive },
+                Some(DataType::Bool),
+            ));
+        }
         // char(n) LIKE matches the padded value (PostgreSQL's
         // bpcharlike); the pattern, a text argument, loses its padding.
         let x = if matches!(xt, Some(DataType::Char(_))) { x } else { self.text_arg(x, xt, "~~")? };
