@@ -486,6 +486,9 @@ pub struct SelectPlan {
     pub distinct_on: Vec<usize>,
     pub order_by: Vec<SortKey>,
     pub limit: Option<Expr>,
+    /// FETCH FIRST ... WITH TIES: the rows after the limit that sort equal
+    /// to the last one kept (by `order_by`) are kept too.
+    pub with_ties: bool,
     pub offset: Option<Expr>,
     pub for_update: bool,
     pub columns: Vec<OutputColumn>,

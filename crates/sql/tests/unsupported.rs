@@ -177,6 +177,13 @@ fn refused_constructs_name_themselves() {
             "set-returning function in the select list of an aggregated query",
         ),
         ("SELECT unnest(ARRAY[v]), unnest(ARRAY[id]) FROM t", "several different set-returning functions"),
+        (
+            "SELECT id, generate_series(1, 2) FROM t GROUP BY id",
+            "set-returning function in the select list of an aggregated query",
+        ),
+        ("SELECT generate_series(1, 2), generate_series(1, 3) FROM t", "several different set-returning functions"),
+        ("SELECT *, generate_series(1, 2) FROM t", "a set-returning function beside *"),
+        ("SELECT *, unnest(ARRAY[v]) FROM t", "a set-returning function beside *"),
     ] {
         let e = conn.execute_sql(sql).unwrap_err();
         assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");

@@ -67,7 +67,9 @@ impl Binder<'_> {
         let source = match &i.source {
             None => InsertSource::Values(vec![Vec::new()]).with_defaults(&table, &targets, true)?,
             Some(q) => match q.body.as_ref() {
-                ast::SetExpr::Values(values) if q.order_by.is_none() && q.limit_clause.is_none() => {
+                ast::SetExpr::Values(values)
+                    if q.order_by.is_none() && q.limit_clause.is_none() && q.fetch.is_none() =>
+                {
                     let scope = Scope::default();
                     let mut rows = Vec::new();
                     for row in &values.rows {

@@ -124,6 +124,7 @@ pub(super) fn join_pipeline(levels: Vec<Level>, width: usize, final_filters: Vec
         distinct_on: Vec::new(),
         order_by: Vec::new(),
         limit: None,
+        with_ties: false,
         offset: None,
         for_update: false,
         columns: Vec::new(),

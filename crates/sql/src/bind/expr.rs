@@ -142,6 +142,9 @@ impl Binder<'_> {
             | E::ILike { negated, any: false, expr, pattern, escape_char: None } => {
                 self.like(expr, pattern, *negated, matches!(e, E::ILike { .. }), scope, ctx)
             }
+            E::SimilarTo { negated, expr, pattern, escape_char } => {
+                self.similar_to(expr, pattern, escape_char.as_ref(), *negated, scope, ctx)
+            }
             E::Case { operand, conditions, else_result, .. } => {
                 self.case(operand.as_deref(), conditions, else_result.as_deref(), scope, ctx)
             }
@@ -177,6 +180,11 @@ impl Binder<'_> {
                     args.push((**w).clone());
                 }
                 self.scalar_function(name, &args, scope, ctx)
+            }
+            E::Overlay { expr, overlay_what, overlay_from, overlay_for } => {
+                let mut args = vec![(**expr).clone(), (**overlay_what).clone(), (**overlay_from).clone()];
+                args.extend(overlay_for.as_deref().cloned());
+                self.scalar_function("overlay", &args, scope, ctx)
             }
             E::Position { expr, r#in } => {
                 self.scalar_function("position", &[(**expr).clone(), (**r#in).clone()], scope, ctx)
@@ -395,11 +403,44 @@ impl Binder<'_> {
     ) -> Result<(Expr, Ty)> {
         let (x, xt) = self.expr(expr, scope, ctx)?;
         let (p, pt) = self.expr(pattern, scope, ctx)?;
+        // bytea LIKE bytea (bytealike; no ILIKE of bytea), an unknown
+        // literal read as bytea.
+        let bytea = Some(DataType::Bytea);
+        if !case_insensitive
+            && (xt == bytea || pt == bytea)
+            && xt.is_none_or(|t| t == DataType::Bytea)
+            && pt.is_none_or(|t| t == DataType::Bytea)
+        {
+            let x = self.coerce(x, xt, DataType::Bytea, "~~")?;
+            let p = self.coerce(p, pt, DataType::Bytea, "~~")?;
+            return Ok((
+                Expr::Like { expr: x.boxed(), pattern: p.boxed(), negated, case_insensitive },
+                Some(DataType::Bool),
+            ));
+        }
         // char(n) LIKE matches the padded value (PostgreSQL's
         // bpcharlike); the pattern, a text argument, loses its padding.
         let x = if matches!(xt, Some(DataType::Char(_))) { x } else { self.text_arg(x, xt, "~~")? };
         let p = self.text_arg(p, pt, "~~")?;
         Ok((Expr::Like { expr: x.boxed(), pattern: p.boxed(), negated, case_insensitive }, Some(DataType::Bool)))
+    }
+
+    /// `x [NOT] SIMILAR TO p [ESCAPE e]` is PostgreSQL's rewrite of it:
+    /// `x ~ similar_to_escape(p [, e])` (`!~` when negated).
+    fn similar_to(
+        &mut self,
+        expr: &ast::Expr,
+        pattern: &ast::Expr,
+        escape: Option<&ast::ValueWithSpan>,
+        negated: bool,
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Expr, Ty)> {
+        let x = self.expr(expr, scope, ctx)?;
+        let mut args = vec![pattern.clone()];
+        args.extend(escape.map(|e| ast::Expr::Value(e.clone())));
+        let p = self.scalar_function("similar_to_escape", &args, scope, ctx)?;
+        self.regex_match(x, p, negated, false)
     }
 
     /// `CAST(x AS t)` and `x::t`.
@@ -670,6 +711,8 @@ impl Binder<'_> {
                 (Expr::Const(num), Some(NUMERIC_ANY))
             }
             V::SingleQuotedString(s) | V::EscapedStringLiteral(s) => (Expr::Const(Value::Text(s.clone())), None),
+            // `$$...$$` / `$tag$...$tag$`: a string constant as written, no escapes.
+            V::DollarQuotedString(d) => (Expr::Const(Value::Text(d.value.clone())), None),
             V::Boolean(b) => (Expr::Const(Value::Bool(*b)), Some(DataType::Bool)),
             V::Null => (Expr::Const(Value::Null), None),
             V::Placeholder(p) => self.param(p)?,

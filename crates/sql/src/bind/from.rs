@@ -9,7 +9,7 @@ use sqlparser::ast::{self, ObjectName};
 use super::function::function_name;
 use super::{Binder, ExprCtx, Rel, Scope, Ty, ident};
 use crate::error::{Result, SqlError};
-use crate::expr::Expr;
+use crate::expr::{Expr, registry};
 use crate::plan::{SelectPlan, SetTree, TableFunc, VirtualSource};
 use crate::value;
 use crate::value::types::{Elem, RegKind};
@@ -396,7 +396,16 @@ impl Binder<'_> {
             }
             args = vec![self.array_function("string_to_array", args, &sig)?];
         }
-        let unnest = fname == "unnest" || fname == "string_to_table";
+        if fname == "regexp_split_to_table" {
+            // unnest(regexp_split_to_array(...)): the same split, a row per piece.
+            let sig = signature(fname, &args);
+            let def = registry::lookup("regexp_split_to_array").ok_or_else(|| SqlError::undefined_function(&sig))?;
+            let (split, _) = registry::resolve(def, self, registry::Call { name: fname, sig: &sig, args })?;
+            let text_array =
+                value::array::array_type(DataType::Text).ok_or_else(|| SqlError::undefined_function(&sig))?;
+            args = vec![(Expr::Cast(split.boxed(), text_array, true), Some(text_array))];
+        }
+        let unnest = matches!(fname, "unnest" | "string_to_table" | "regexp_split_to_table");
         if unnest && args.iter().any(|(_, t)| crate::value::array::is_array(*t)) {
             let s = signature(fname, &args);
             let n = args.len();

@@ -455,7 +455,7 @@ impl<'c> Binder<'c> {
                 (
                     ast::SetExpr::Insert(inner) | ast::SetExpr::Update(inner) | ast::SetExpr::Delete(inner),
                     Some(with),
-                ) if q.order_by.is_none() && q.limit_clause.is_none() && q.locks.is_empty() => {
+                ) if q.order_by.is_none() && q.limit_clause.is_none() && q.fetch.is_none() && q.locks.is_empty() => {
                     self.with_scope(with, &inner.to_string(), |b| b.statement(inner))
                 }
                 _ => Ok(Plan::Select(self.query(q, None)?)),

@@ -327,15 +327,29 @@ impl Binder<'_> {
             }
             _ => return Ok(None),
         };
-        let (x, xt) = self.expr(left, scope, ctx)?;
-        let (p, pt) = self.expr(right, scope, ctx)?;
-        let sym = op.to_string();
-        let x = self.text_arg(x, xt, &sym)?;
-        let p = self.text_arg(p, pt, &sym)?;
-        Ok(Some((
-            Expr::Func(Func::Sys(SysFunc::Regex { negated, case_insensitive }), vec![x, p]),
-            Some(DataType::Bool),
-        )))
+        let x = self.expr(left, scope, ctx)?;
+        let p = self.expr(right, scope, ctx)?;
+        self.regex_match(x, p, negated, case_insensitive).map(Some)
+    }
+
+    /// The bound `x ~ p` (its negated and case-insensitive forms) of two
+    /// bound operands.
+    pub(super) fn regex_match(
+        &mut self,
+        (x, xt): (Expr, Ty),
+        (p, pt): (Expr, Ty),
+        negated: bool,
+        case_insensitive: bool,
+    ) -> Result<(Expr, Ty)> {
+        let sym = match (negated, case_insensitive) {
+            (false, false) => "~",
+            (false, true) => "~*",
+            (true, false) => "!~",
+            (true, true) => "!~*",
+        };
+        let x = self.text_arg(x, xt, sym)?;
+        let p = self.text_arg(p, pt, sym)?;
+        Ok((Expr::Func(Func::Sys(SysFunc::Regex { negated, case_insensitive }), vec![x, p]), Some(DataType::Bool)))
     }
 
     /// `x COLLATE name`: only the collations that compare as pgtier does.

@@ -183,7 +183,7 @@ impl Binder<'_> {
         };
         for (present, what) in [
             (q.order_by.is_some(), "ORDER BY"),
-            (q.limit_clause.is_some(), "LIMIT/OFFSET"),
+            (q.limit_clause.is_some() || q.fetch.is_some(), "LIMIT/OFFSET"),
             (!q.locks.is_empty(), "FOR UPDATE/SHARE"),
         ] {
             if present {

@@ -1,7 +1,7 @@
 //! SELECT: WITH, the select list, WHERE, GROUP BY / HAVING, ORDER BY,
 //! DISTINCT [ON], LIMIT / OFFSET and FOR UPDATE.
 
-use pgtier_engine::DataType;
+use pgtier_engine::{DataType, Value};
 use sqlparser::ast;
 
 use super::function::function_name;
@@ -130,18 +130,18 @@ impl Binder<'_> {
 
     /// The query apart from its WITH clause.
     fn query_body(&mut self, q: &ast::Query, outer: Option<&Scope<'_>>) -> Result<SelectPlan> {
-        if q.fetch.is_some()
-            || q.for_clause.is_some()
-            || q.settings.is_some()
-            || q.format_clause.is_some()
-            || !q.pipe_operators.is_empty()
-        {
+        if let Some(fetch) = &q.fetch {
+            check_fetch(fetch, q)?;
+        }
+        if q.for_clause.is_some() || q.settings.is_some() || q.format_clause.is_some() || !q.pipe_operators.is_empty() {
             return Err(SqlError::unsupported("FETCH/FOR/SETTINGS clause"));
         }
         let select = match q.body.as_ref() {
             ast::SetExpr::Select(s) => s,
             ast::SetExpr::SetOperation { .. } | ast::SetExpr::Values(_) => return self.set_query(q, outer),
-            ast::SetExpr::Query(inner) if q.order_by.is_none() && q.limit_clause.is_none() && q.locks.is_empty() => {
+            ast::SetExpr::Query(inner)
+                if q.order_by.is_none() && q.limit_clause.is_none() && q.fetch.is_none() && q.locks.is_empty() =>
+            {
                 return self.query(inner, outer);
             }
             // PostgreSQL runs a data-modifying WITH query once, to its end,
@@ -231,6 +231,7 @@ impl Binder<'_> {
             distinct_on,
             order_by,
             limit,
+            with_ties: q.fetch.as_ref().is_some_and(|f| f.with_ties),
             offset,
             for_update,
             columns: list.columns,
@@ -413,6 +414,25 @@ impl Binder<'_> {
             let (x, t) = b.expr(e, &scope, &mut ExprCtx::plain(what))?;
             Ok(Some(b.coerce(x, t, DataType::Int8, what)?))
         };
+        // FETCH FIRST [n] ROWS ONLY is LIMIT n (n defaults to 1); the
+        // parser takes it with LIMIT, which PostgreSQL's grammar does not.
+        if let Some(fetch) = &q.fetch {
+            let limit = match &fetch.quantity {
+                Some(n) => bind(self, n, "LIMIT")?,
+                None => Some(Expr::Const(Value::Int8(1))),
+            };
+            return match &q.limit_clause {
+                None => Ok((limit, None)),
+                Some(ast::LimitClause::LimitOffset { limit: None, offset, limit_by }) if limit_by.is_empty() => {
+                    let o = match offset {
+                        Some(o) => bind(self, &o.value, "OFFSET")?,
+                        None => None,
+                    };
+                    Ok((limit, o))
+                }
+                Some(_) => Err(SqlError::new("42601", "multiple LIMIT clauses not allowed")),
+            };
+        }
         match &q.limit_clause {
             None => Ok((None, None)),
             Some(ast::LimitClause::LimitOffset { limit, offset, limit_by }) => {
@@ -564,8 +584,10 @@ pub(super) fn srf_select(s: &ast::Select) -> Option<ast::Select> {
     let ast::Expr::Function(f) = e else { return None };
     let name = function_name(&f.name).ok()?;
     let one_column_json = super::json::json_srf(&name).is_some_and(|f| f.columns().len() == 1);
-    if !matches!(name.as_str(), "pg_partition_ancestors" | "generate_series" | "unnest" | "string_to_table")
-        && !one_column_json
+    if !matches!(
+        name.as_str(),
+        "pg_partition_ancestors" | "generate_series" | "unnest" | "string_to_table" | "regexp_split_to_table"
+    ) && !one_column_json
     {
         return None;
     }
@@ -594,13 +616,13 @@ pub(super) const EXPAND_ITEM: &str = "__pg_expandarray";
 /// function's rows: `FROM ..., _pg_expandarray(a) AS __pg_expandarray`,
 /// each call then being that item's whole row. Aggregates and windows,
 /// which PostgreSQL computes before the expansion, are refused with it
-/// (checked on the bound plan, in `select`). `unnest(a)` in the select
-/// list of a query with FROM is moved the same way (without FROM,
-/// `srf_select` has it).
+/// (checked on the bound plan, in `select`). `unnest(a)` and
+/// `generate_series(...)` in the select list of a query with FROM are
+/// moved the same way (without FROM, `srf_select` has them).
 pub(super) fn expand_array_items(s: &ast::Select) -> Result<Option<ast::Select>> {
     let is_call = |e: &ast::Expr| match e {
         ast::Expr::Function(f) => function_name(&f.name)
-            .is_ok_and(|n| n == super::function::EXPAND_ARRAY || (n == "unnest" && !s.from.is_empty())),
+            .is_ok_and(|n| n == super::function::EXPAND_ARRAY || (moved_with_from(&n) && !s.from.is_empty())),
         _ => false,
     };
     let call_of = |e: &ast::Expr| -> Option<(ast::Expr, Option<ast::Ident>)> {
@@ -618,6 +640,10 @@ pub(super) fn expand_array_items(s: &ast::Select) -> Result<Option<ast::Select>>
     // Most SELECTs have no such call: they are not copied.
     if !s.projection.iter().any(|item| matches!(item, ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } if call_of(e).is_some())) {
         return Ok(None);
+    }
+    // `*` would take the moved call's FROM item for a column of its own.
+    if s.projection.iter().any(|item| matches!(item, ast::SelectItem::Wildcard(_))) {
+        return Err(SqlError::unsupported("a set-returning function beside * in the select list"));
     }
     let mut call: Option<ast::Expr> = None;
     let mut out = s.clone();
@@ -638,7 +664,7 @@ pub(super) fn expand_array_items(s: &ast::Select) -> Result<Option<ast::Select>>
         };
         call = Some(found);
         let row = ast::Expr::Identifier(ast::Ident::new(EXPAND_ITEM));
-        let default_name = if called == "unnest" { "unnest" } else { "_pg_expandarray" };
+        let default_name = if moved_with_from(&called) { called.as_str() } else { "_pg_expandarray" };
         let name = field.as_ref().map_or_else(|| ast::Ident::new(default_name), Clone::clone);
         let replaced = match field {
             None => row,
@@ -655,6 +681,35 @@ pub(super) fn expand_array_items(s: &ast::Select) -> Result<Option<ast::Select>>
     };
     out.from.push(function_item(&f.name, &list.args, &ast::Ident::new(EXPAND_ITEM)));
     Ok(Some(out))
+}
+
+/// The FETCH FIRST forms PostgreSQL refuses (its grammar's and
+/// transformLimitClause's errors), and PERCENT, which it lacks.
+fn check_fetch(fetch: &ast::Fetch, q: &ast::Query) -> Result<()> {
+    if fetch.percent {
+        return Err(SqlError::new("42601", "syntax error at or near \"PERCENT\""));
+    }
+    if !fetch.with_ties {
+        return Ok(());
+    }
+    if q.order_by.is_none() {
+        return Err(SqlError::new("42601", "WITH TIES cannot be specified without ORDER BY clause"));
+    }
+    if q.locks.iter().any(|l| matches!(l.nonblock, Some(ast::NonBlock::SkipLocked))) {
+        return Err(SqlError::new("42601", "SKIP LOCKED and WITH TIES options cannot be used together"));
+    }
+    if matches!(&fetch.quantity, Some(ast::Expr::Value(v)) if matches!(v.value, ast::Value::Null)) {
+        return Err(SqlError::new("2201W", "row count cannot be null in FETCH FIRST ... WITH TIES clause"));
+    }
+    Ok(())
+}
+
+/// The set-returning functions that `expand_array_items` moves from the
+/// select list of a query with FROM into its FROM: each output row is one
+/// row of FROM joined with one of the function's rows, in the function's
+/// order, as PostgreSQL's ProjectSet gives them.
+fn moved_with_from(name: &str) -> bool {
+    matches!(name, "unnest" | "generate_series" | "regexp_split_to_table")
 }
 
 /// `FROM name(args) AS alias`: a select-list set-returning call moved to FROM.

@@ -99,6 +99,7 @@ impl Binder<'_> {
             distinct_on: Vec::new(),
             order_by,
             limit,
+            with_ties: q.fetch.as_ref().is_some_and(|f| f.with_ties),
             offset,
             for_update: false,
             columns,

@@ -309,6 +309,9 @@ impl Deparser<'_> {
     }
 
     fn order_by_limit(&mut self, q: &ast::Query, targets: &[(Printed, Option<String>)]) -> Result<()> {
+        if q.fetch.is_some() {
+            return Err(refuse("FETCH FIRST"));
+        }
         if let Some(ob) = &q.order_by {
             let ast::OrderByKind::Expressions(items) = &ob.kind else { return Err(refuse("ORDER BY ALL")) };
             let mut parts = Vec::new();

@@ -248,8 +248,7 @@ impl Exec<'_> {
             let mut seen = std::collections::HashSet::new();
             rows.retain(|r| seen.insert(GroupKey(plan.distinct_on.iter().map(|&c| r[c].clone()).collect())));
         }
-        let rows: Vec<Vec<Value>> = rows.into_iter().skip(offset).take(limit.unwrap_or(usize::MAX)).collect();
-        Ok(rows)
+        Ok(limited(plan, rows, offset, limit))
     }
 
     /// SELECT ... FOR UPDATE: lock each row, re-read its latest version and
@@ -279,6 +278,23 @@ impl Exec<'_> {
         }
         Ok(out)
     }
+}
+
+/// OFFSET and LIMIT over the sorted rows; with FETCH FIRST ... WITH TIES
+/// also the rows after the limit that sort equal to the last one kept.
+fn limited(plan: &SelectPlan, rows: Vec<Vec<Value>>, offset: usize, limit: Option<usize>) -> Vec<Vec<Value>> {
+    let mut rest = rows.into_iter().skip(offset);
+    let mut kept: Vec<Vec<Value>> = rest.by_ref().take(limit.unwrap_or(usize::MAX)).collect();
+    if plan.with_ties
+        && let Some(last) = kept.last()
+    {
+        let peer = |r: &Vec<Value>| {
+            plan.order_by.iter().all(|k| sort_key_cmp(&last[k.column], &r[k.column], k.desc, k.nulls_first).is_eq())
+        };
+        let ties: Vec<Vec<Value>> = rest.take_while(peer).collect();
+        kept.extend(ties);
+    }
+    kept
 }
 
 fn count_arg(v: Value, what: &str) -> Result<usize> {

@@ -544,6 +544,7 @@ impl Expr {
                             if *case_insensitive { like(&s.to_lowercase(), &p.to_lowercase())? } else { like(&s, &p)? };
                         Some(m != *negated)
                     }
+                    (Value::Bytea(s), Value::Bytea(p)) => Some(like_bytes(&s, &p)? != *negated),
                     _ => None,
                 }
             }
@@ -616,10 +617,21 @@ fn as_bool(v: Value) -> Option<bool> {
 /// SQL LIKE with `%`, `_` and the default escape `\`.
 pub fn like(s: &str, pattern: &str) -> Result<bool> {
     let p = pattern.as_bytes();
+    check_like_pattern(p)?;
+    Ok(like_at(s.as_bytes(), p, utf8_len))
+}
+
+/// bytea LIKE (bytealike): `_` is one byte.
+pub fn like_bytes(s: &[u8], p: &[u8]) -> Result<bool> {
+    check_like_pattern(p)?;
+    Ok(like_at(s, p, |_| 1))
+}
+
+fn check_like_pattern(p: &[u8]) -> Result<()> {
     if p.last() == Some(&b'\\') && p.iter().rev().take_while(|c| **c == b'\\').count() % 2 == 1 {
         return Err(SqlError::new("22025", "LIKE pattern must not end with escape character"));
     }
-    Ok(like_at(s.as_bytes(), p))
+    Ok(())
 }
 
 /// Bytes of the UTF-8 character that starts with `lead`; 1 for a byte that
@@ -639,7 +651,8 @@ pub(crate) fn utf8_len(lead: u8) -> usize {
 /// a literal matches when its bytes do): no copy of either per row, where
 /// matching on `Vec<char>` allocated both for every row a scan filtered.
 /// Iterative, backtracking to the last `%` (linear in practice).
-fn like_at(s: &[u8], p: &[u8]) -> bool {
+/// `char_len`: the bytes of the character a lead byte starts (1 for bytea).
+fn like_at(s: &[u8], p: &[u8], char_len: fn(u8) -> usize) -> bool {
     let (mut si, mut pi) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     while si < s.len() {
@@ -651,14 +664,14 @@ fn like_at(s: &[u8], p: &[u8]) -> bool {
                     continue;
                 }
                 b'_' => {
-                    si += utf8_len(s[si]);
+                    si += char_len(s[si]);
                     pi += 1;
                     continue;
                 }
                 // An escaped character matches only itself: the backslash
                 // never matches a backslash of the text.
                 b'\\' if pi + 1 < p.len() => {
-                    let literal = &p[pi + 1..pi + 1 + utf8_len(p[pi + 1])];
+                    let literal = &p[pi + 1..pi + 1 + char_len(p[pi + 1])];
                     if s[si..].starts_with(literal) {
                         si += literal.len();
                         pi += 1 + literal.len();
@@ -666,7 +679,7 @@ fn like_at(s: &[u8], p: &[u8]) -> bool {
                     }
                 }
                 lead => {
-                    let literal = &p[pi..pi + utf8_len(lead)];
+                    let literal = &p[pi..pi + char_len(lead)];
                     if s[si..].starts_with(literal) {
                         si += literal.len();
                         pi += literal.len();
@@ -677,7 +690,7 @@ fn like_at(s: &[u8], p: &[u8]) -> bool {
         }
         match star {
             Some((sp, ss)) => {
-                let next = ss + utf8_len(s[ss]);
+                let next = ss + char_len(s[ss]);
                 pi = sp + 1;
                 si = next;
                 star = Some((sp, next));

@@ -3,11 +3,12 @@
 //! byte for byte as PostgreSQL 15's encode.c (base64 lines of 76
 //! characters, escape's `\ooo` for NUL and high-bit bytes), with its
 //! errors (22023 for a bad format name, hex digit or base64 symbol;
-//! 22P02 for a lone backslash in escape input).
+//! 22P02 for a lone backslash in escape input). The SHA-2 digests of a
+//! bytea (sha224 ... sha512, cryptohashfuncs.c).
 
 use pgtier_engine::{DataType, Value};
 
-use super::registry::{ArgBinder, Call, EvalCtx, FunctionDef, Ty, Volatility, text, text_fn};
+use super::registry::{ArgBinder, Call, EvalCtx, EvalFn, FunctionDef, Ty, Volatility, text, text_fn};
 use crate::error::{Result, SqlError};
 use crate::expr::Expr;
 
@@ -20,19 +21,64 @@ pub(super) const DEFS: &[FunctionDef] = &[
             text_fn(def, b, call, decode, (2, 2), &[DataType::Text, DataType::Text], DataType::Bytea)
         },
     },
+    FunctionDef {
+        names: &["sha224"],
+        volatility: Volatility::Immutable,
+        resolve: |def, b, call| resolve_digest(def, b, call, |v, _| Ok(digest::<sha2::Sha224>(v))),
+    },
+    FunctionDef {
+        names: &["sha256"],
+        volatility: Volatility::Immutable,
+        resolve: |def, b, call| resolve_digest(def, b, call, |v, _| Ok(digest::<sha2::Sha256>(v))),
+    },
+    FunctionDef {
+        names: &["sha384"],
+        volatility: Volatility::Immutable,
+        resolve: |def, b, call| resolve_digest(def, b, call, |v, _| Ok(digest::<sha2::Sha384>(v))),
+    },
+    FunctionDef {
+        names: &["sha512"],
+        volatility: Volatility::Immutable,
+        resolve: |def, b, call| resolve_digest(def, b, call, |v, _| Ok(digest::<sha2::Sha512>(v))),
+    },
 ];
 
-/// encode(bytea, text): an unknown literal is read as bytea; a value of
+/// A bytea argument: an unknown literal is read as bytea; a value of
 /// another type has no implicit cast to bytea (42883, as PostgreSQL).
+pub(super) fn bytea_arg(b: &mut dyn ArgBinder, (e, t): (Expr, Ty), name: &str, undefined: SqlError) -> Result<Expr> {
+    match t {
+        Some(DataType::Bytea) => Ok(e),
+        None => b.coerce(e, None, DataType::Bytea, name),
+        Some(_) => Err(undefined),
+    }
+}
+
+/// sha224(bytea) ... sha512(bytea): bytea.
+fn resolve_digest(
+    def: &'static FunctionDef,
+    b: &mut dyn ArgBinder,
+    call: Call<'_>,
+    eval: EvalFn,
+) -> Result<(Expr, Ty)> {
+    call.arity(1, 1)?;
+    let (name, undefined) = (call.name, call.undefined());
+    let data = bytea_arg(b, call.single()?, name, undefined)?;
+    Ok((def.expr(eval, vec![data]), Some(DataType::Bytea)))
+}
+
+fn digest<D: sha2::Digest>(vals: &[Value]) -> Value {
+    match vals.first() {
+        Some(Value::Bytea(data)) => Value::Bytea(D::digest(data).to_vec()),
+        _ => Value::Null,
+    }
+}
+
+/// encode(bytea, text).
 fn resolve_encode(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: Call<'_>) -> Result<(Expr, Ty)> {
     call.arity(2, 2)?;
     let (name, undefined) = (call.name, call.undefined());
-    let ((data, data_ty), (format, format_ty)) = call.pair()?;
-    let data = match data_ty {
-        Some(DataType::Bytea) => data,
-        None => b.coerce(data, None, DataType::Bytea, name)?,
-        Some(_) => return Err(undefined),
-    };
+    let (data, (format, format_ty)) = call.pair()?;
+    let data = bytea_arg(b, data, name, undefined.clone())?;
     let format = b.text_arg(format, format_ty, name).map_err(|_| undefined)?;
     Ok((def.expr(encode, vec![data, format]), Some(DataType::Text)))
 }

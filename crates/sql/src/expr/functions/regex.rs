@@ -765,6 +765,95 @@ pub fn regexp_substr(
     Ok(select(&spans, per_match, n, subexpr).map(|(so, eo)| s[so..eo].to_owned()))
 }
 
+/// similar_escape_internal (regexp.c): a SQL regular expression (SIMILAR
+/// TO's pattern) as the ARE PostgreSQL matches it with `~`, anchored and
+/// wrapped in a non-capturing group; `escape` None is the default
+/// backslash, "" no escape character.
+pub fn similar_to_escape(pattern: &str, escape: Option<&str>) -> Result<String> {
+    let escape = match escape {
+        None => Some('\\'),
+        Some(e) => {
+            let mut chars = e.chars();
+            match (chars.next(), chars.next()) {
+                (None, _) => None,
+                (Some(c), None) => Some(c),
+                _ => {
+                    return Err(SqlError::new("22025", "invalid escape string")
+                        .with_hint("Escape string must be empty or one character."));
+                }
+            }
+        }
+    };
+    let mut out = String::with_capacity(pattern.len() * 3 + 23);
+    out.push_str("^(?:");
+    let (mut after_escape, mut quotes) = (false, 0);
+    // Square-bracket nesting, and the position inside a class: 1 right
+    // after `[`, 2 after `[^`, 3 past the first element (where `]` ends it).
+    let (mut bracket_depth, mut class_pos) = (0usize, 0usize);
+    for c in pattern.chars() {
+        if after_escape {
+            if c == '"' && bracket_depth < 1 {
+                out.push_str(match quotes {
+                    0 => "){1,1}?(",
+                    1 => "){1,1}(?:",
+                    _ => {
+                        return Err(SqlError::new(
+                            "2200C",
+                            "SQL regular expression may not contain more than two escape-double-quote separators",
+                        ));
+                    }
+                });
+                quotes += 1;
+            } else {
+                out.push('\\');
+                out.push(c);
+                class_pos = 3;
+            }
+            after_escape = false;
+        } else if Some(c) == escape {
+            after_escape = true;
+        } else if bracket_depth > 0 {
+            if c == '\\' {
+                out.push('\\');
+            }
+            out.push(c);
+            if c == ']' && class_pos > 2 {
+                bracket_depth -= 1;
+            } else if c == '[' {
+                bracket_depth += 1;
+                class_pos = 3;
+            } else if c == '^' {
+                class_pos += 1;
+            } else {
+                class_pos = 3;
+            }
+        } else {
+            match c {
+                '[' => {
+                    out.push('[');
+                    bracket_depth = 1;
+                    class_pos = 1;
+                }
+                '%' => out.push_str(".*"),
+                '_' => out.push('.'),
+                '(' => out.push_str("(?:"),
+                '\\' | '.' | '^' | '$' => {
+                    out.push('\\');
+                    out.push(c);
+                }
+                _ => out.push(c),
+            }
+        }
+    }
+    out.push_str(")$");
+    Ok(out)
+}
+
+fn eval_similar_to_escape(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let escape = if vals.len() > 1 { Some(text(vals, 1)) } else { None };
+    Ok(Value::Text(similar_to_escape(text(vals, 0), escape)?))
+}
+
 /// The regular-expression functions.
 pub(super) const DEFS: &[FunctionDef] = &[
     FunctionDef { names: &["regexp_replace"], volatility: Immutable, resolve: resolve_replace },
@@ -799,6 +888,11 @@ pub(super) const DEFS: &[FunctionDef] = &[
         names: &["regexp_substr"],
         volatility: Immutable,
         resolve: |def, b, call| text_fn(def, b, call, eval_substr, (2, 6), &[Text, Text, Int4, Int4, Text, Int4], Text),
+    },
+    FunctionDef {
+        names: &["similar_to_escape"],
+        volatility: Immutable,
+        resolve: |def, b, call| text_fn(def, b, call, eval_similar_to_escape, (1, 2), &[Text; 2], Text),
     },
     FunctionDef {
         names: &["regexp_matches", "regexp_split_to_table"],

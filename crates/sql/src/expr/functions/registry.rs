@@ -256,6 +256,7 @@ pub fn text_fn(
         } else {
             match t {
                 Some(tt) if value::is_integer(tt) && (want == DataType::Int8 || value::is_int4_implicit(tt)) => e,
+                Some(DataType::Bytea) if want == DataType::Bytea => e,
                 None => b.coerce(e, None, want, call.name)?,
                 Some(_) => return Err(undefined),
             }

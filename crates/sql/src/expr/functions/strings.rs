@@ -5,7 +5,8 @@
 
 use pgtier_engine::{DataType, Value};
 
-use super::registry::{ArgBinder, Builtin, Call, EvalCtx, FunctionDef, Ty, Volatility, int, text, text_fn};
+use super::binary::bytea_arg;
+use super::registry::{ArgBinder, Builtin, Call, EvalCtx, EvalFn, FunctionDef, Ty, Volatility, int, text, text_fn};
 use crate::catalog::quote_ident;
 use crate::error::{Result, SqlError};
 use crate::expr::Expr;
@@ -60,18 +61,19 @@ pub(super) const DEFS: &[FunctionDef] = &[
     FunctionDef {
         names: &["btrim"],
         volatility: Immutable,
-        resolve: |def, b, call| text_fn(def, b, call, btrim, (1, 2), &[Text, Text], Text),
+        resolve: |def, b, call| resolve_trim(def, b, call, btrim, |v, _| Ok(trim_bytes(v, true, true))),
     },
     FunctionDef {
         names: &["ltrim"],
         volatility: Immutable,
-        resolve: |def, b, call| text_fn(def, b, call, ltrim, (1, 2), &[Text, Text], Text),
+        resolve: |def, b, call| resolve_trim(def, b, call, ltrim, |v, _| Ok(trim_bytes(v, true, false))),
     },
     FunctionDef {
         names: &["rtrim"],
         volatility: Immutable,
-        resolve: |def, b, call| text_fn(def, b, call, rtrim, (1, 2), &[Text, Text], Text),
+        resolve: |def, b, call| resolve_trim(def, b, call, rtrim, |v, _| Ok(trim_bytes(v, false, true))),
     },
+    FunctionDef { names: &["overlay"], volatility: Immutable, resolve: resolve_overlay },
     FunctionDef {
         names: &["replace"],
         volatility: Immutable,
@@ -357,6 +359,89 @@ fn trim_set(vals: &[Value]) -> Vec<char> {
         Some(Value::Text(s)) => s.chars().collect(),
         _ => vec![' '],
     }
+}
+
+/// btrim / ltrim / rtrim: of two bytea (byteatrim, bytealtrim,
+/// byteartrim) when an argument is bytea and the other bytea or an unknown
+/// literal; of text otherwise.
+fn resolve_trim(
+    def: &'static FunctionDef,
+    b: &mut dyn ArgBinder,
+    call: Call<'_>,
+    of_text: EvalFn,
+    of_bytea: EvalFn,
+) -> Result<(Expr, Ty)> {
+    let of_bytes = call.len() == 2
+        && call.args.iter().any(|a| a.1 == Some(DataType::Bytea))
+        && call.args.iter().all(|a| matches!(a.1, None | Some(DataType::Bytea)));
+    if !of_bytes {
+        return text_fn(def, b, call, of_text, (1, 2), &[Text, Text], Text);
+    }
+    let (name, undefined) = (call.name, call.undefined());
+    let (x, y) = call.pair()?;
+    let args = vec![bytea_arg(b, x, name, undefined.clone())?, bytea_arg(b, y, name, undefined)?];
+    Ok((def.expr(of_bytea, args), Some(DataType::Bytea)))
+}
+
+/// The bytes of the first bytea without the leading and/or trailing bytes
+/// that are in the second.
+fn trim_bytes(vals: &[Value], leading: bool, trailing: bool) -> Value {
+    let (Some(Value::Bytea(bytes)), Some(Value::Bytea(set))) = (vals.first(), vals.get(1)) else {
+        return Value::Null;
+    };
+    let (mut start, mut end) = (0, bytes.len());
+    while leading && start < end && set.contains(&bytes[start]) {
+        start += 1;
+    }
+    while trailing && end > start && set.contains(&bytes[end - 1]) {
+        end -= 1;
+    }
+    Value::Bytea(bytes[start..end].to_vec())
+}
+
+/// overlay(s PLACING r FROM n [FOR m]) (textoverlay, byteaoverlay): of
+/// bytea when one of the two strings is bytea and the other bytea or an
+/// unknown literal, of text otherwise.
+fn resolve_overlay(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: Call<'_>) -> Result<(Expr, Ty)> {
+    let strings = &call.args[..call.args.len().min(2)];
+    let of_bytes = strings.iter().any(|a| a.1 == Some(DataType::Bytea))
+        && strings.iter().all(|a| matches!(a.1, None | Some(DataType::Bytea)));
+    if of_bytes {
+        let params = [DataType::Bytea, DataType::Bytea, Int4, Int4];
+        return text_fn(def, b, call, overlay_bytes, (3, 4), &params, DataType::Bytea);
+    }
+    text_fn(def, b, call, overlay_text, (3, 4), &[Text, Text, Int4, Int4], Text)
+}
+
+/// text_overlay's split of a string of `len` characters (or bytes) for
+/// `overlay(.. FROM from FOR count)`: the length of the head kept before
+/// the replacement and where the kept tail starts (substring from
+/// `from + count` to the end, from the start when that is below 1).
+fn overlay_split(len: usize, from: i64, count: i64) -> Result<(usize, usize)> {
+    if from <= 0 {
+        return Err(SqlError::new("22011", "negative substring length not allowed"));
+    }
+    let tail_from = from + count;
+    if i32::try_from(tail_from).is_err() {
+        return Err(SqlError::new("22003", "integer out of range"));
+    }
+    let at = |n: i64| usize::try_from(n).unwrap_or(0).min(len);
+    Ok((at(from - 1), at(tail_from.max(1) - 1)))
+}
+
+fn overlay_text(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let (s, r) = (text(vals, 0), text(vals, 1));
+    let chars: Vec<char> = s.chars().collect();
+    let count = if vals.len() > 3 { int(vals, 3) } else { i64::try_from(r.chars().count()).unwrap_or(i64::MAX) };
+    let (head, tail) = overlay_split(chars.len(), int(vals, 2), count)?;
+    Ok(Value::Text(chars[..head].iter().copied().chain(r.chars()).chain(chars[tail..].iter().copied()).collect()))
+}
+
+fn overlay_bytes(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let (Some(Value::Bytea(s)), Some(Value::Bytea(r))) = (vals.first(), vals.get(1)) else { return Ok(Value::Null) };
+    let count = if vals.len() > 3 { int(vals, 3) } else { i64::try_from(r.len()).unwrap_or(i64::MAX) };
+    let (head, tail) = overlay_split(s.len(), int(vals, 2), count)?;
+    Ok(Value::Bytea([&s[..head], r.as_slice(), &s[tail..]].concat()))
 }
 
 fn btrim(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
