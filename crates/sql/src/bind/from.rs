@@ -388,22 +388,8 @@ impl Binder<'_> {
                 VirtualSource::Function { func: TableFunc::Json(srf), args: e, ordinality },
             ));
         }
-        if fname == "string_to_table" {
-            // unnest(string_to_array(...)): the same split, a row per piece.
-            let sig = signature(fname, &args);
-            if !(2..=3).contains(&args.len()) {
-                return Err(SqlError::undefined_function(&sig));
-            }
-            args = vec![self.array_function("string_to_array", args, &sig)?];
-        }
-        if fname == "regexp_split_to_table" {
-            // unnest(regexp_split_to_array(...)): the same split, a row per piece.
-            let sig = signature(fname, &args);
-            let def = registry::lookup("regexp_split_to_array").ok_or_else(|| SqlError::undefined_function(&sig))?;
-            let (split, _) = registry::resolve(def, self, registry::Call { name: fname, sig: &sig, args })?;
-            let text_array =
-                value::array::array_type(DataType::Text).ok_or_else(|| SqlError::undefined_function(&sig))?;
-            args = vec![(Expr::Cast(split.boxed(), text_array, true), Some(text_array))];
+        if matches!(fname, "string_to_table" | "regexp_split_to_table") {
+            args = self.split_to_array(fname, args)?;
         }
         let unnest = matches!(fname, "unnest" | "string_to_table" | "regexp_split_to_table");
         if unnest && args.iter().any(|(_, t)| crate::value::array::is_array(*t)) {
@@ -443,6 +429,22 @@ impl Binder<'_> {
             cols[0].0 = ident(&a.name);
         }
         Ok((super::detached(fname, cols), VirtualSource::Function { func, args, ordinality }))
+    }
+
+    /// string_to_table and regexp_split_to_table are unnest of their
+    /// `_to_array` twin: the same split, a row per piece.
+    fn split_to_array(&mut self, fname: &str, args: Vec<(Expr, Ty)>) -> Result<Vec<(Expr, Ty)>> {
+        let sig = signature(fname, &args);
+        if fname == "string_to_table" {
+            if !(2..=3).contains(&args.len()) {
+                return Err(SqlError::undefined_function(&sig));
+            }
+            return Ok(vec![self.array_function("string_to_array", args, &sig)?]);
+        }
+        let def = registry::lookup("regexp_split_to_array").ok_or_else(|| SqlError::undefined_function(&sig))?;
+        let (split, _) = registry::resolve(def, self, registry::Call { name: fname, sig: &sig, args })?;
+        let text_array = value::array::array_type(DataType::Text).ok_or_else(|| SqlError::undefined_function(&sig))?;
+        Ok(vec![(Expr::Cast(split.boxed(), text_array, true), Some(text_array))])
     }
 
     fn table_function(&mut self, name: &str, args: Vec<(Expr, Ty)>) -> Result<(TableFunc, Vec<Expr>, DataType)> {
