@@ -106,8 +106,14 @@ impl Binder<'_> {
         if let Some(func) = aggregate_named(&name, star) {
             return self.aggregate(func, &name, &args, distinct, filter, order_by, scope, ctx);
         }
-        if star || distinct {
-            return Err(SqlError::syntax(format!("{name}(*) or DISTINCT used with a non-aggregate function")));
+        if star {
+            return Err(SqlError::new(
+                "42809",
+                format!("{name}(*) specified, but {name} is not an aggregate function"),
+            ));
+        }
+        if distinct {
+            return Err(SqlError::new("42809", format!("DISTINCT specified, but {name} is not an aggregate function")));
         }
         let call = self.scalar_function(&name, &args, scope, ctx)?;
         call.0.walk(&mut |e| {

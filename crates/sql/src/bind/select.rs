@@ -582,6 +582,9 @@ pub(super) fn srf_select(s: &ast::Select) -> Option<ast::Select> {
         _ => return None,
     };
     let ast::Expr::Function(f) = e else { return None };
+    if !plain_call(f) {
+        return None;
+    }
     let name = function_name(&f.name).ok()?;
     let one_column_json = super::json::json_srf(&name).is_some_and(|f| f.columns().len() == 1);
     if !matches!(
@@ -621,8 +624,11 @@ pub(super) const EXPAND_ITEM: &str = "__pg_expandarray";
 /// moved the same way (without FROM, `srf_select` has them).
 pub(super) fn expand_array_items(s: &ast::Select) -> Result<Option<ast::Select>> {
     let is_call = |e: &ast::Expr| match e {
-        ast::Expr::Function(f) => function_name(&f.name)
-            .is_ok_and(|n| n == super::function::EXPAND_ARRAY || (moved_with_from(&n) && !s.from.is_empty())),
+        ast::Expr::Function(f) => {
+            plain_call(f)
+                && function_name(&f.name)
+                    .is_ok_and(|n| n == super::function::EXPAND_ARRAY || (moved_with_from(&n) && !s.from.is_empty()))
+        }
         _ => false,
     };
     let call_of = |e: &ast::Expr| -> Option<(ast::Expr, Option<ast::Ident>)> {
@@ -710,6 +716,18 @@ fn check_fetch(fetch: &ast::Fetch, q: &ast::Query) -> Result<()> {
 /// order, as PostgreSQL's ProjectSet gives them.
 fn moved_with_from(name: &str) -> bool {
     matches!(name, "unnest" | "generate_series" | "regexp_split_to_table")
+}
+
+/// A call with no OVER, FILTER, WITHIN GROUP, DISTINCT or ORDER BY: only
+/// such a set-returning call moves to FROM; the others are bound where
+/// they stand, which refuses them as PostgreSQL does (42809), rather than
+/// moved with their clause dropped.
+fn plain_call(f: &ast::Function) -> bool {
+    let plain_args = match &f.args {
+        ast::FunctionArguments::List(list) => list.duplicate_treatment.is_none() && list.clauses.is_empty(),
+        _ => true,
+    };
+    plain_args && f.over.is_none() && f.filter.is_none() && f.within_group.is_empty() && f.null_treatment.is_none()
 }
 
 /// `FROM name(args) AS alias`: a select-list set-returning call moved to FROM.

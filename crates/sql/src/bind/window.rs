@@ -209,6 +209,13 @@ impl Binder<'_> {
             ) => {
                 return Err(SqlError::undefined_function(&format!("{name}(...)")));
             }
+            // A function pgtier has that is neither: PostgreSQL's 42809.
+            (_, None) if crate::expr::registry::lookup(name).is_some() || set_returning(name) => {
+                return Err(SqlError::new(
+                    "42809",
+                    format!("OVER specified, but {name} is not a window function nor an aggregate function"),
+                ));
+            }
             (_, None) => return Err(SqlError::unsupported(format!("window function {name}()"))),
         };
         let (partition, order, frame) = self.window_def(def, scope, ctx)?;
@@ -477,4 +484,10 @@ pub(super) fn resolve_window_refs(e: Expr, base: usize) -> Result<Expr> {
         Expr::WindowRef(i) => Ok(Expr::Column(base + i)),
         other => other.map_children(&mut |c| resolve_window_refs(c, base)),
     }
+}
+
+/// The set-returning functions pgtier has (not in the scalar registry).
+fn set_returning(name: &str) -> bool {
+    matches!(name, "generate_series" | "unnest" | "string_to_table" | "regexp_split_to_table" | "generate_subscripts")
+        || super::json::json_srf(name).is_some()
 }
