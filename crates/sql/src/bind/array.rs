@@ -286,7 +286,7 @@ impl Binder<'_> {
             return self.real_subscript(a, at, elem, chain, scope, ctx);
         }
         if at == Some(DataType::Jsonb) {
-            return Err(SqlError::unsupported("jsonb subscripting"));
+            return self.jsonb_subscript(a, chain, scope, ctx);
         }
         let [ast::AccessExpr::Subscript(ast::Subscript::Index { index })] = chain else {
             return Err(SqlError::unsupported("this field access or array slice"));

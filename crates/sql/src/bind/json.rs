@@ -311,6 +311,47 @@ impl Binder<'_> {
         Ok(Some((Expr::Func(Func::Json(f), vec![x, y]), Some(rt))))
     }
 
+    /// `j['a'][0]` on jsonb: `j #> ARRAY['a', '0']` (jsonbsubs.c: each
+    /// subscript integer or text, as text in the path, where an array
+    /// reads a numeric one as its index; a NULL subscript gives NULL).
+    /// Assignment through it is the UPDATE binder's (refused there).
+    pub(super) fn jsonb_subscript(
+        &mut self,
+        j: Expr,
+        chain: &[ast::AccessExpr],
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Expr, Ty)> {
+        let mut path = Vec::new();
+        for access in chain {
+            let ast::AccessExpr::Subscript(sub) = access else {
+                return Err(SqlError::unsupported("this field access"));
+            };
+            let ast::Subscript::Index { index } = sub else {
+                return Err(SqlError::new("42804", "jsonb subscript does not support slices"));
+            };
+            let (i, it) = self.expr(index, scope, ctx)?;
+            let text = match it {
+                None => self.coerce(i, None, DataType::Text, "subscript")?,
+                Some(t) if value::is_int4_implicit(t) => self.result_cast(i, it, Some(DataType::Text))?,
+                Some(t) if category(t) == Category::String && Elem::of(t).is_none() => {
+                    self.text_arg(i, it, "subscript")?
+                }
+                Some(t) => {
+                    return Err(SqlError::new("42804", format!("subscript type {} is not supported", type_name(t)))
+                        .with_hint("jsonb subscript must be coercible to either integer or text."));
+                }
+            };
+            path.push(text);
+        }
+        // A text[] as the path operators take it (a catalog-form array).
+        let path = Expr::Func(Func::Sys(crate::expr::SysFunc::MakeArray(Elem::Text)), path);
+        Ok((
+            Expr::Func(Func::Json(JsonFunc::GetPath { jsonb: true, text: false }), vec![j, path]),
+            Some(DataType::Jsonb),
+        ))
+    }
+
     fn text_scalar_arg(&mut self, y: Expr, yt: Ty, undefined: &dyn Fn() -> SqlError) -> Result<Expr> {
         match yt {
             None => self.coerce(y, None, DataType::Text, "?"),
