@@ -113,23 +113,25 @@ pub fn rows(
 }
 
 fn json_row(spec: &RecordSpec, pairs: &[(String, &str)], check: &mut RowFill<'_>) -> Result<Vec<Value>> {
-    let mut row = Vec::with_capacity(spec.columns.len());
-    for (k, (key, ty)) in spec.columns.iter().enumerate() {
-        let v = match pairs.iter().rev().find(|(name, _)| name == key) {
-            None => None,
-            Some((_, v)) => Some(field(Jv::Text(v), *ty, key)?),
-        };
-        row.push(check(k, v)?);
-    }
-    Ok(row)
+    record_row(spec, pairs, |v| Jv::Text(v), check)
 }
 
 fn jsonb_row(spec: &RecordSpec, pairs: &[(String, Json)], check: &mut RowFill<'_>) -> Result<Vec<Value>> {
+    record_row(spec, pairs, Jv::Tree, check)
+}
+
+/// One row of `spec` from an object's pairs (the last of a repeated key).
+fn record_row<'a, V>(
+    spec: &RecordSpec,
+    pairs: &'a [(String, V)],
+    as_jv: impl Fn(&'a V) -> Jv<'a>,
+    check: &mut RowFill<'_>,
+) -> Result<Vec<Value>> {
     let mut row = Vec::with_capacity(spec.columns.len());
     for (k, (key, ty)) in spec.columns.iter().enumerate() {
         let v = match pairs.iter().rev().find(|(name, _)| name == key) {
             None => None,
-            Some((_, v)) => Some(field(Jv::Tree(v), *ty, key)?),
+            Some((_, v)) => Some(field(as_jv(v), *ty, key)?),
         };
         row.push(check(k, v)?);
     }
