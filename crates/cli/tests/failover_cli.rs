@@ -670,3 +670,34 @@ fn postgres_down_during_a_failover_delays_it_and_loses_nothing() {
     assert_eq!(ids(&mut pg), present);
     assert_counters_match_rows(&mut pg, "PostgreSQL");
 }
+
+/// The active killed a few milliseconds after its first write-through
+/// commits, before a keepalive could tell the standby where write-through
+/// stands: the promoted standby still sends PostgreSQL every commit it
+/// has that PostgreSQL lacks (it reads its log from where PostgreSQL's
+/// progress rows say, not from its own end).
+#[test]
+fn a_kill_right_after_the_first_write_through_commits_loses_nothing() {
+    let backend = backend_tables("cli_failover_early_kill");
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut a, b) = ready_pair(tmp.path(), &backend, "foearly", "sync", false);
+    let mut c = connect(&a.url());
+    for n in 1..=20 {
+        c.batch_execute(&format!(
+            "BEGIN; INSERT INTO events VALUES ({n}, 0, 'x'); UPDATE counters SET n = n + 1 WHERE w = 0; COMMIT"
+        ))
+        .unwrap();
+    }
+    a.kill(libc::SIGKILL);
+    let mut watch = connect(&b.url());
+    wait_for("the standby to promote", Duration::from_secs(30), || {
+        replication(&mut watch).is_ok_and(|r| r["role"] == "active")
+    });
+    let mut c = connect(&b.url());
+    let present = ids(&mut c);
+    assert_eq!(present, (1..=20).collect::<BTreeSet<i32>>(), "sync mode: acknowledged commits missing");
+    let local = counters(&mut c);
+    let mut pg = pgtier_backend::connect(&backend).unwrap();
+    wait_for("write-through to drain", Duration::from_secs(60), || counters(&mut pg) == local);
+    assert_eq!(ids(&mut pg), present, "PostgreSQL's rows are not the promoted standby's");
+}

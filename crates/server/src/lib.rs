@@ -111,7 +111,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
                 }
                 None => None,
             };
-            Some(replication::Replication::new(db.clone(), settings, failover))
+            Some(replication::Replication::new(db.clone(), settings, failover)?)
         }
         None => None,
     };

@@ -89,7 +89,7 @@ pub(crate) struct Replication {
     cache_opener: Mutex<Option<CacheOpener>>,
     /// Standby: the active's consumer positions as last heard (mirrored
     /// once more at promotion).
-    last_consumers: Mutex<Option<Vec<(String, Lsn)>>>,
+    last_consumers: Mutex<Option<stream::ActiveConsumers>>,
     /// Standby: the catalog `names_stamp` under which DYNAMIC groups' tables
     /// last got their standby miss hooks (`guard_standby_reads`).
     hooked_names: Mutex<u64>,
@@ -109,10 +109,21 @@ pub(crate) struct Replication {
 const UNACKED_MAX: usize = 4096;
 
 impl Replication {
-    pub(crate) fn new(db: Database, settings: ReplicationSettings, failover: Option<Failover>) -> Arc<Replication> {
+    pub(crate) fn new(
+        db: Database,
+        settings: ReplicationSettings,
+        failover: Option<Failover>,
+    ) -> Result<Arc<Replication>, crate::ServerError> {
         let standby = matches!(settings.role, ReplicationRole::Standby { .. });
         if standby {
             db.set_standby(true);
+            // Write-through's position, kept from the start: until the
+            // active's first keepalive says where its write-through stands
+            // (or that it has none), the WAL it may need stays; a standby
+            // promoted before would otherwise start it at its own end
+            // and never send PostgreSQL the active's last commits.
+            db.register_consumer(pgtier_cache::AWT_CONSUMER, pgtier_engine::StreamStart::Oldest)
+                .map_err(|e| crate::ServerError::Engine(format!("registering write-through's position: {e}")))?;
         }
         // A configured active's write-through waits for its standby from
         // the start; a promoted standby's once a standby of its own
@@ -121,7 +132,7 @@ impl Replication {
         if !standby {
             db.limit_stream(pgtier_cache::AWT_CONSUMER, Arc::clone(&awt_limit));
         }
-        Arc::new(Replication {
+        Ok(Arc::new(Replication {
             db,
             settings,
             standby: AtomicBool::new(standby),
@@ -144,7 +155,7 @@ impl Replication {
             shutdown: AtomicBool::new(false),
             shared: Mutex::new(None),
             promoting: Mutex::new(()),
-        })
+        }))
     }
 
     pub(crate) fn set_shared(&self, shared: std::sync::Weak<crate::server::Shared>) {
@@ -272,8 +283,8 @@ impl Replication {
         self.db.flush_wal().map_err(|e| ("XX000", e.to_string()))?;
         // The newest positions heard: write-through resumes from them (or
         // from PostgreSQL's progress rows where those are later).
-        if let Some(consumers) = self.last_consumers.lock().take() {
-            stream::mirror_consumers(self, &consumers);
+        if let Some(heard) = self.last_consumers.lock().take() {
+            stream::mirror_consumers(self, &heard);
         }
         self.db.promote();
         self.standby.store(false, Ordering::Release);

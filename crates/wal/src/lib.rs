@@ -55,6 +55,8 @@ pub enum WalError {
     Corrupt { lsn: Lsn, detail: String },
     #[error("WAL is closed after an earlier I/O failure; restart to recover")]
     Poisoned,
+    #[error("the WAL from {from:?} is gone: the oldest segment kept starts at {oldest:?}")]
+    Truncated { from: Lsn, oldest: Lsn },
 }
 
 #[derive(Clone, Debug)]

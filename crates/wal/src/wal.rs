@@ -361,7 +361,18 @@ impl Wal {
     /// segment (removed by `truncate_before`), reading starts at the oldest
     /// record still present. The reader returns `None` at the durable end
     /// and continues when polled again after more becomes durable.
+    ///
+    /// `Lsn(0)` is the oldest record kept. Any other position before the
+    /// oldest segment is refused ([`WalError::Truncated`]): its records are
+    /// gone, and a reader that began at the oldest one instead would skip
+    /// them without a word.
     pub fn read_from(&self, from: Lsn) -> Result<WalReader, WalError> {
+        if from.0 != 0
+            && let Some(oldest) = self.shared.segments.lock().first().map(|first| first.start_lsn)
+            && from.0 < oldest
+        {
+            return Err(WalError::Truncated { from, oldest: Lsn(oldest) });
+        }
         Ok(WalReader::new(Arc::clone(&self.shared), from.0))
     }
 

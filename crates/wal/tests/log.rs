@@ -222,10 +222,18 @@ fn truncate_before_keeps_needed_records() {
     assert!(files_after[0].0 <= keep_from.0, "segment holding keep_from was deleted");
     let got: Vec<_> = wal.read_from(keep_from).expect("reader").map(|r| r.expect("ok").0).collect();
     assert_eq!(got, lsns[150..].to_vec());
-    // Reading from before the oldest segment starts at the oldest record.
+    // Lsn(0) reads from the oldest record.
     let first = wal.read_from(Lsn(0)).expect("reader").next().expect("some").expect("ok").0;
     assert_eq!(first, wal.stats().oldest_lsn);
     assert!(first <= keep_from);
+    // Any other position in a deleted segment is refused, not skipped over.
+    let gone = lsns[1];
+    assert!(gone < first, "the first segment was not deleted");
+    match wal.read_from(gone) {
+        Err(pgtier_wal::WalError::Truncated { from, oldest }) => assert_eq!((from, oldest.0 <= first.0), (gone, true)),
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("read from {gone:?}, a deleted segment"),
+    }
     // Truncating everything never deletes the segment being written.
     wal.truncate_before(Lsn(u64::MAX)).expect("truncate");
     assert!(!segment_files(dir.path()).is_empty());

@@ -163,9 +163,13 @@ fn send(repl: &Replication, mut reader: pgtier_engine::WalReader, out: &mut BufW
 }
 
 fn write_keepalive(repl: &Replication, out: &mut BufWriter<TcpStream>) -> Io<()> {
+    // The end before the list: a consumer missing from the list registers
+    // later, at the WAL's end then, which is past this end (the standby
+    // relies on it: `mirror_consumers`).
+    let durable_end = repl.db.wal_durable_end();
     let consumers: Vec<_> = repl.db.consumers().into_iter().filter(|c| c.name != STANDBY_CONSUMER).collect();
     out.write_all(b"K")?;
-    out.write_all(&repl.db.wal_durable_end().0.to_le_bytes())?;
+    out.write_all(&durable_end.0.to_le_bytes())?;
     out.write_all(&(consumers.len() as u32).to_le_bytes())?;
     for c in consumers {
         out.write_all(&(c.name.len() as u16).to_le_bytes())?;
@@ -267,22 +271,23 @@ fn receive(
                     failover.followed.store(true, Ordering::Release);
                 }
                 let n = read_u32(&mut input)?;
-                let mut consumers = Vec::new();
+                let mut positions = Vec::new();
                 for _ in 0..n.min(1024) {
                     let mut len = [0u8; 2];
                     input.read_exact(&mut len)?;
                     let name = String::from_utf8_lossy(&read_body(&mut input, usize::from(u16::from_le_bytes(len)))?)
                         .into_owned();
-                    consumers.push((name, Lsn(read_u64(&mut input)?)));
+                    positions.push((name, Lsn(read_u64(&mut input)?)));
                 }
+                let heard = ActiveConsumers { end: Lsn(active_end), positions };
                 // At once the first time (a promotion right after the
                 // seed must find the positions), then at most every second.
                 let first = repl.last_consumers.lock().is_none();
                 if first || mirrored.elapsed() >= MIRROR_EVERY {
                     *mirrored = Instant::now();
-                    mirror_consumers(repl, &consumers);
+                    mirror_consumers(repl, &heard);
                 }
-                *repl.last_consumers.lock() = Some(consumers);
+                *repl.last_consumers.lock() = Some(heard);
             }
             b'E' => {
                 let len = read_u32(&mut input)? as usize;
@@ -301,14 +306,33 @@ fn receive(
     }
 }
 
+/// What a keepalive says of the active's consumers: their positions, and
+/// the active's durable end read before them.
+pub(crate) struct ActiveConsumers {
+    pub end: Lsn,
+    pub positions: Vec<(String, Lsn)>,
+}
+
 /// Keeps the active's consumers (AWT's) on the standby at positions no
 /// later than the active's and within its own durable log, so the WAL a
-/// promoted standby's write-through resumes from is still there.
-pub(super) fn mirror_consumers(repl: &Replication, consumers: &[(String, Lsn)]) {
+/// promoted standby's consumers need is kept and they resume where the
+/// active's stood. A consumer of the standby's own the active does not
+/// list (AWT's, registered from the start: `Replication::new`) moves to
+/// the active's end as heard: should the active register it after this
+/// keepalive, it starts past that end, so nothing before it is for that
+/// consumer; until a keepalive comes the standby keeps all its WAL for it.
+pub(super) fn mirror_consumers(repl: &Replication, heard: &ActiveConsumers) {
     let durable = repl.db.wal_durable_end();
-    for (name, position) in consumers {
+    let listed = |name: &str| heard.positions.iter().any(|(n, _)| n == name);
+    let unlisted = repl
+        .db
+        .consumers()
+        .into_iter()
+        .filter(|c| c.name != STANDBY_CONSUMER && !listed(&c.name))
+        .map(|c| (c.name, heard.end));
+    for (name, position) in heard.positions.iter().cloned().chain(unlisted) {
         let at = Lsn(position.0.min(durable.0));
-        let r = repl.db.register_consumer(name, StreamStart::At(at)).and_then(|()| repl.db.ack_consumer(name, at));
+        let r = repl.db.register_consumer(&name, StreamStart::At(at)).and_then(|()| repl.db.ack_consumer(&name, at));
         if let Err(e) = r {
             tracing::warn!(consumer = %name, error = %e, "replication: cannot mirror a consumer position");
         }
