@@ -4,14 +4,14 @@
 //! | object | what |
 //! |---|---|
 //! | `nodes (node, incarnation, claimed_at, previous, epoch)` | which data directory owns each node name (`node.rs`), and since version 4 the lease epoch its write-through sessions must carry |
-//! | `leases (node, holder, epoch, expires_at, ...)` | the lease of an active/standby pair sharing a node name (`lease.rs`): which member may write, until when by PostgreSQL's clock |
+//! | `leases (node, holder, epoch, expires_at, standby_ok, ...)` | the lease of an active/standby pair sharing a node name (`lease.rs`): which member may write, until when by PostgreSQL's clock |
 //! | `awt_progress (node, incarnation, grp, stream, next_lsn, ...)` | per AWT group and apply lane, the stream position before which everything is applied |
 //! | `awt_errors` | AWT transactions PostgreSQL refused for good, with their statements |
 //! | `swt_log (node, incarnation, slot, txn_id, changes)` | SWT's log of committed transactions per apply slot |
 //! | `node_partitions (grp, node, col, addr, lo, hi)` | node partitions: which pgtier node owns which range `[lo, hi)` of a group's root key column `col` (NULL: unbounded), and where clients reach it (`shard.rs`) |
 //! | `expect_one(n, what)` | raises P0002 unless an UPDATE/DELETE changed exactly one row |
 //! | `check_node(node, incarnation)` | raises `PGT01` unless the directory still owns the name and the session's `pgtier.epoch` setting (0 when unset) is the name's current lease epoch (shared advisory lock: a takeover or a lease changing hands waits for running transactions) |
-//! | `lease_acquire(node, holder, ms)` / `lease_renew(node, holder, epoch, ms)` / `lease_release(node, holder, epoch)` | the pair's lease (`lease.rs`) |
+//! | `lease_acquire(node, holder, ms)` / `lease_renew(node, holder, epoch, ms)` / `lease_release(node, holder, epoch)` / `lease_set_standby_ok(node, holder, epoch, ok)` | the pair's lease (`lease.rs`); another member takes it only when expired and `standby_ok` |
 //! | `awt_advance(...)` | `check_node`, then moves progress rows |
 //! | `definition_token(oid)` | a digest of a table's columns, constraints, defaults and indexes as the catalog holds them now (PL/pgSQL: its plan is kept per session) |
 //! | `check_definitions(oids, tokens)` | locks the tables (ROW EXCLUSIVE: no ALTER can commit until this transaction ends), then raises `PGT02` when a digest differs |
@@ -35,8 +35,9 @@ pub(crate) const DEFINITION_CHANGED: &str = "PGT02";
 /// write-through batch of a four-table group: a tenth of PostgreSQL's CPU
 /// under write-through). 4: `node_partitions`. 5: `leases` and
 /// `nodes.epoch` (fencing of an active/standby pair: the member that lost
-/// the lease cannot commit write-through).
-const VERSION: i32 = 5;
+/// the lease cannot commit write-through). 6: `leases.standby_ok` (an
+/// active that stopped waiting for its standby bars it from the lease).
+const VERSION: i32 = 6;
 
 /// Makes schema `pgtier` current (cheap when it is: one query).
 pub(crate) fn ensure(client: &mut Client) -> Result<(), CacheError> {
@@ -100,6 +101,11 @@ fn script() -> String {
          CREATE TABLE IF NOT EXISTS pgtier.leases (
              node text PRIMARY KEY, holder text NOT NULL, epoch bigint NOT NULL, expires_at timestamptz NOT NULL,
              acquired_at timestamptz NOT NULL DEFAULT now(), renewed_at timestamptz NOT NULL DEFAULT now());
+         -- False while the holder goes on without its standby (dropped after
+         -- [replication] standby_timeout_ms): that standby may lack commits
+         -- the holder acknowledged or sent PostgreSQL, so it may not take
+         -- the lease until it caught up again and the holder said so.
+         ALTER TABLE pgtier.leases ADD COLUMN IF NOT EXISTS standby_ok boolean NOT NULL DEFAULT true;
          CREATE OR REPLACE FUNCTION pgtier.check_node(p_node text, p_incarnation text) RETURNS void LANGUAGE plpgsql AS $f$
          DECLARE
              v_incarnation text;
@@ -127,10 +133,11 @@ fn script() -> String {
              v_key bigint := hashtext('pgtier node ' || p_node);
              v_holder text;
              v_expired boolean;
+             v_standby_ok boolean;
              v_epoch bigint;
          BEGIN
-             SELECT holder, expires_at < clock_timestamp() INTO v_holder, v_expired FROM pgtier.leases WHERE node = p_node FOR UPDATE;
-             IF FOUND AND v_holder <> p_holder AND NOT v_expired THEN
+             SELECT holder, expires_at < clock_timestamp(), standby_ok INTO v_holder, v_expired, v_standby_ok FROM pgtier.leases WHERE node = p_node FOR UPDATE;
+             IF FOUND AND v_holder <> p_holder AND (NOT v_expired OR NOT v_standby_ok) THEN
                  RETURN NULL;
              END IF;
              IF FOUND AND v_holder <> p_holder THEN
@@ -143,8 +150,9 @@ fn script() -> String {
              INSERT INTO pgtier.leases AS l (node, holder, epoch, expires_at) VALUES (p_node, p_holder, 1, clock_timestamp() + p_ms * interval '1 millisecond')
                  ON CONFLICT (node) DO UPDATE SET holder = EXCLUDED.holder,
                      epoch = CASE WHEN l.holder = EXCLUDED.holder THEN l.epoch ELSE l.epoch + 1 END,
-                     expires_at = EXCLUDED.expires_at, acquired_at = now(), renewed_at = now()
-                 WHERE l.holder = EXCLUDED.holder OR l.expires_at < clock_timestamp()
+                     expires_at = EXCLUDED.expires_at, acquired_at = now(), renewed_at = now(),
+                     standby_ok = CASE WHEN l.holder = EXCLUDED.holder THEN l.standby_ok ELSE true END
+                 WHERE l.holder = EXCLUDED.holder OR (l.expires_at < clock_timestamp() AND l.standby_ok)
                  RETURNING epoch INTO v_epoch;
              IF v_epoch IS NULL THEN
                  RETURN NULL;  -- another holder took it first
@@ -155,6 +163,9 @@ fn script() -> String {
          CREATE OR REPLACE FUNCTION pgtier.lease_renew(p_node text, p_holder text, p_epoch bigint, p_ms int) RETURNS boolean LANGUAGE sql AS $f$
              UPDATE pgtier.leases SET expires_at = clock_timestamp() + p_ms * interval '1 millisecond', renewed_at = now()
                  WHERE node = p_node AND holder = p_holder AND epoch = p_epoch RETURNING true;
+         $f$;
+         CREATE OR REPLACE FUNCTION pgtier.lease_set_standby_ok(p_node text, p_holder text, p_epoch bigint, p_ok boolean) RETURNS boolean LANGUAGE sql AS $f$
+             UPDATE pgtier.leases SET standby_ok = p_ok WHERE node = p_node AND holder = p_holder AND epoch = p_epoch RETURNING true;
          $f$;
          CREATE OR REPLACE FUNCTION pgtier.lease_release(p_node text, p_holder text, p_epoch bigint) RETURNS boolean LANGUAGE sql AS $f$
              UPDATE pgtier.leases SET expires_at = clock_timestamp() - interval '1 millisecond' WHERE node = p_node AND holder = p_holder AND epoch = p_epoch RETURNING true;

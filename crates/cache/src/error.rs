@@ -113,6 +113,16 @@ pub enum CacheError {
     )]
     NodeTakenOver { node: String },
 
+    /// PostgreSQL's progress rows for this node and directory stand past
+    /// its log's durable end: it holds changes this log lacks (a standby
+    /// promoted behind what its active propagated, or the directory
+    /// restored from an older copy under the same identity). Writing
+    /// through would skip this log's next transactions at those positions.
+    #[error(
+        "PostgreSQL's write-through progress for pgtier node \"{node}\" stands at log position {progress}, past this data directory's log end {end}: this directory lacks changes it (or the member it was copied from) already propagated; write-through refuses to start"
+    )]
+    LogBehindPostgres { node: String, progress: u64, end: u64 },
+
     /// An active/standby pair's lease settings are unusable (`lease.rs`).
     #[error("invalid lease for an active/standby pair: {0}")]
     LeaseConfig(String),
@@ -191,9 +201,10 @@ impl CacheError {
             CacheError::WriteThroughBehind { .. } => "55000",
             CacheError::InvalidNodeName { .. } => "42602",
             CacheError::LeaseConfig(_) => "22023",
-            CacheError::NodeOwned { .. } | CacheError::NodeTakenOver { .. } | CacheError::DefinitionDrift { .. } => {
-                "55000"
-            }
+            CacheError::NodeOwned { .. }
+            | CacheError::NodeTakenOver { .. }
+            | CacheError::DefinitionDrift { .. }
+            | CacheError::LogBehindPostgres { .. } => "55000",
             CacheError::ReplicationOrigin { sqlstate, .. } => sqlstate,
             CacheError::Stalled { .. } => "57014",
             CacheError::Restart { .. } => "00000",
@@ -226,6 +237,7 @@ impl CacheError {
                 "Loading now could bring back rows changed in the cache but not yet in PostgreSQL. Check pgtier_cache_propagation (is PostgreSQL reachable?) and retry.".into()
             }
             CacheError::DefinitionChanged { .. } => "Drop and define the cache group again.".into(),
+            CacheError::LogBehindPostgres { .. } => "Its transactions stay in its log, not propagated. Re-seed this member from the member that wrote them through (pgtier backup, pgtier restore --standby), or restore without --standby to give the directory a new identity.".into(),
             CacheError::InvalidNodeName { .. } => "Set [cache] awt_node to lowercase letters and digits, starting with a letter, at most 24 characters (it names pgtier's rows, replication origins and slots in PostgreSQL).".into(),
             CacheError::NodeOwned { .. } => "If that data directory is gone for good (a replaced disk, a new machine), take the name over: run TAKEOVER CACHE NODE (or `pgtier cache takeover`, or start with `pgtier serve --takeover`); its transactions not yet in PostgreSQL are lost with it, and its rows stay in pgtier.awt_progress under its incarnation. If it still runs, give this pgtier another [cache] awt_node.".into(),
             CacheError::NodeTakenOver { .. } => "Another pgtier runs under this node name: stop one of them, or give it another [cache] awt_node. In an active/standby pair the other member holds the lease now (a failover): this one must rejoin as its standby. This one's transactions not yet in PostgreSQL are not propagated.".into(),

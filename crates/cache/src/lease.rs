@@ -95,6 +95,8 @@ pub struct LeaseRow {
     pub epoch: i64,
     /// Milliseconds until it expires by PostgreSQL's clock (negative: expired).
     pub remaining_ms: i64,
+    /// The holder's standby may take it over ([`set_standby_ok`]).
+    pub standby_ok: bool,
 }
 
 /// Takes the lease if it is free, expired, or already this member's.
@@ -134,17 +136,33 @@ pub fn release(client: &mut Client, config: &LeaseConfig, epoch: i64) -> Result<
     Ok(released == Some(true))
 }
 
+/// Says whether the holder's standby may take the lease over (false while
+/// the holder goes on without it: `[replication] standby_timeout_ms`).
+/// False: the lease is not held at `epoch` any more.
+pub fn set_standby_ok(client: &mut Client, config: &LeaseConfig, epoch: i64, ok: bool) -> Result<bool, CacheError> {
+    let set: Option<bool> = client
+        .query_opt("SELECT pgtier.lease_set_standby_ok($1, $2, $3, $4)", &[&config.node, &config.member, &epoch, &ok])
+        .map_err(|e| connection_error(&e))?
+        .and_then(|row| row.get(0));
+    Ok(set == Some(true))
+}
+
 /// The lease of `node`, if any was ever taken.
 pub fn read(client: &mut Client, node: &str) -> Result<Option<LeaseRow>, CacheError> {
     backend_schema::ensure(client)?;
     let row = client
         .query_opt(
-            "SELECT holder, epoch, (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::int8
+            "SELECT holder, epoch, (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::int8, standby_ok
                FROM pgtier.leases WHERE node = $1",
             &[&node],
         )
         .map_err(|e| connection_error(&e))?;
-    Ok(row.map(|row| LeaseRow { holder: row.get(0), epoch: row.get(1), remaining_ms: row.get(2) }))
+    Ok(row.map(|row| LeaseRow {
+        holder: row.get(0),
+        epoch: row.get(1),
+        remaining_ms: row.get(2),
+        standby_ok: row.get(3),
+    }))
 }
 
 fn deadline(sent: Instant, config: &LeaseConfig) -> Instant {

@@ -84,6 +84,38 @@ fn one_holder_at_a_time_and_taken_only_after_expiry() {
     assert_eq!(error.sqlstate(), "22023", "{error}");
 }
 
+/// A holder that goes on without its standby bars it from the lease, even
+/// expired, until it says the standby caught up; only the holder at its
+/// epoch may say either; the holder itself re-takes it regardless, and a
+/// new holder starts with its standby allowed.
+#[test]
+fn a_standby_the_holder_dropped_cannot_take_the_lease() {
+    let url = fresh_tatp("lease_standby_ok");
+    let mut client = connect(&url).unwrap();
+    let (a_cfg, b_cfg) = (config("pairok", "a", 1500), config("pairok", "b", 1500));
+    let a = lease::try_acquire(&mut client, &a_cfg).unwrap().unwrap();
+    assert!(lease::read(&mut client, "pairok").unwrap().unwrap().standby_ok);
+    assert!(!lease::set_standby_ok(&mut client, &b_cfg, a.epoch, false).unwrap(), "only the holder says");
+    assert!(!lease::set_standby_ok(&mut client, &a_cfg, a.epoch + 1, false).unwrap(), "only at its epoch");
+    assert!(lease::set_standby_ok(&mut client, &a_cfg, a.epoch, false).unwrap());
+    assert!(!lease::read(&mut client, "pairok").unwrap().unwrap().standby_ok);
+    // Expired by PostgreSQL's clock, and still not b's.
+    std::thread::sleep(Duration::from_millis(1600));
+    assert!(lease::read(&mut client, "pairok").unwrap().unwrap().remaining_ms < 0);
+    assert_eq!(lease::try_acquire(&mut client, &b_cfg).unwrap(), None);
+    // The holder re-takes its own at the same epoch, standby still barred.
+    let again = lease::try_acquire(&mut client, &a_cfg).unwrap().unwrap();
+    assert_eq!(again.epoch, a.epoch);
+    assert!(!lease::read(&mut client, "pairok").unwrap().unwrap().standby_ok);
+    // Allowed again: b takes it once expired, and is not barred by a's word.
+    assert!(lease::set_standby_ok(&mut client, &a_cfg, a.epoch, true).unwrap());
+    std::thread::sleep(Duration::from_millis(1600));
+    let b = lease::try_acquire(&mut client, &b_cfg).unwrap().unwrap();
+    assert_eq!(b.epoch, a.epoch + 1);
+    let row = lease::read(&mut client, "pairok").unwrap().unwrap();
+    assert_eq!((row.holder.as_str(), row.standby_ok), ("b", true));
+}
+
 #[test]
 fn a_keeper_renews_fences_by_time_and_notices_a_takeover() {
     let url = fresh_tatp("lease_keeper");

@@ -50,6 +50,8 @@ struct Node {
     awt_node: String,
     /// Serves a standby of its own once promoted (`listen` on a standby).
     serves_standby: bool,
+    /// More `[replication]` keys.
+    extra: String,
     child: Option<Child>,
 }
 
@@ -62,6 +64,7 @@ impl Node {
             repl_port: free_port(),
             dir: tmp.join(name),
             serves_standby: true,
+            extra: String::new(),
             child: None,
         }
     }
@@ -82,10 +85,11 @@ impl Node {
             "listen = \"127.0.0.1:{sql}\"\ndata_dir = \"{dir}\"\ncommit_mode = \"sync\"\n\
              [auth]\nmethod = \"trust\"\n[backend]\nurl = {backend:?}\n[cache]\nawt_node = \"{node}\"\n\
              [replication]\nrole = \"{role}\"\nmode = \"{mode}\"\n{listen}{primary}\
-             sync_timeout_ms = 2000\nlease_ms = {LEASE_MS}\n",
+             sync_timeout_ms = 2000\nlease_ms = {LEASE_MS}\n{extra}",
             sql = self.sql_port,
             dir = self.dir.display(),
             node = self.awt_node,
+            extra = self.extra,
         );
         let path = self.dir.with_extension("toml");
         std::fs::write(&path, config).unwrap();
@@ -96,9 +100,15 @@ impl Node {
             .spawn()
             .unwrap();
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let first = lines.next().unwrap().unwrap();
-        assert!(first.starts_with("pgtier: listening on "), "{}: {first}", self.name);
         let name = self.name;
+        // Warnings of its start (e.g. a standby still dropped) come first.
+        loop {
+            let line = lines.next().unwrap_or_else(|| panic!("{name}: exited before listening")).unwrap();
+            if line.starts_with("pgtier: listening on ") {
+                break;
+            }
+            eprintln!("[{name}] {line}");
+        }
         std::thread::spawn(move || {
             for line in lines.map_while(Result::ok) {
                 eprintln!("[{name}] {line}");
@@ -700,4 +710,158 @@ fn a_kill_right_after_the_first_write_through_commits_loses_nothing() {
     let mut pg = pgtier_backend::connect(&backend).unwrap();
     wait_for("write-through to drain", Duration::from_secs(60), || counters(&mut pg) == local);
     assert_eq!(ids(&mut pg), present, "PostgreSQL's rows are not the promoted standby's");
+}
+
+/// `pgtier.leases.standby_ok` of `node` in PostgreSQL.
+fn standby_ok(pg: &mut postgres::Client, node: &str) -> bool {
+    pg.query_one("SELECT standby_ok FROM pgtier.leases WHERE node = $1", &[&node]).unwrap().get(0)
+}
+
+/// `[replication] standby_timeout_ms`, sync mode: the standby killed, the
+/// active goes on without it after the timeout (it records first that the
+/// standby may not take over), so its sync commits are acknowledged and
+/// write-through reaches PostgreSQL; restarted, the standby catches up,
+/// may take over again, and does on a kill -9 of the active without losing
+/// an acknowledged commit.
+#[test]
+fn a_standby_gone_past_its_timeout_is_dropped_then_rejoins() {
+    let backend = backend_tables("cli_failover_standby_gone");
+    let tmp = tempfile::tempdir().unwrap();
+    let node = "fogone";
+    let mut a = Node::new(tmp.path(), "a", node);
+    let mut b = Node::new(tmp.path(), "b", node);
+    b.serves_standby = false;
+    a.extra = "standby_timeout_ms = 1500\n".into();
+    a.start("active", None, "sync", &backend);
+    b.reseed_from(&a, "sync", &backend);
+    standby_ready(&a, &b);
+    cache_both_tables(&a);
+    let mut pg = pgtier_backend::connect(&backend).unwrap();
+    let mut watch = connect(&a.url());
+    assert_eq!(replication(&mut watch).unwrap()["standby_link"], "following");
+    assert!(standby_ok(&mut pg, node));
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked: Ledger = Arc::new(Mutex::new(BTreeMap::new()));
+    let writers = run_writers(&a.url(), &stop, &acked);
+    wait_for("writes", Duration::from_secs(60), || acked.lock().unwrap().len() >= 200);
+    b.kill(libc::SIGKILL);
+    let killed = Instant::now();
+    wait_for("the active to drop its standby", Duration::from_secs(30), || {
+        replication(&mut watch).is_ok_and(|r| r["standby_link"] == "dropped")
+    });
+    eprintln!("standby gone: dropped {} ms after the kill", killed.elapsed().as_millis());
+    assert!(!standby_ok(&mut pg, node), "dropped without barring the standby from the lease");
+    // Sync commits go on without it.
+    let before = acked.lock().unwrap().len();
+    wait_for("sync commits without the standby", Duration::from_secs(30), || {
+        acked.lock().unwrap().len() >= before + 300
+    });
+    stop.store(true, Ordering::Relaxed);
+    for h in writers {
+        h.join().unwrap();
+    }
+    // Write-through is not held back by the standby any more.
+    let local = counters(&mut watch);
+    wait_for("write-through without the standby", Duration::from_secs(60), || counters(&mut pg) == local);
+    // Back, it catches up and may take over again.
+    b.start("standby", Some(&format!("127.0.0.1:{}", a.repl_port)), "sync", &backend);
+    wait_for("the standby to rejoin", Duration::from_secs(60), || {
+        replication(&mut watch).is_ok_and(|r| r["standby_link"] == "following")
+    });
+    assert!(standby_ok(&mut pg, node), "caught up, the standby is still barred from the lease");
+    standby_ready(&a, &b);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers = run_writers(&a.url(), &stop, &acked);
+    let before = acked.lock().unwrap().len();
+    wait_for("writes after the rejoin", Duration::from_secs(60), || acked.lock().unwrap().len() >= before + 200);
+    a.kill(libc::SIGKILL);
+    let mut c = None;
+    wait_for("the standby to take over", Duration::from_secs(30), || {
+        c = postgres::Client::connect(&b.url(), postgres::NoTls).ok();
+        c.as_mut().is_some_and(|c| replication(c).is_ok_and(|r| r["role"] == "active"))
+    });
+    stop.store(true, Ordering::Relaxed);
+    for h in writers {
+        h.join().unwrap();
+    }
+    let mut c = c.unwrap();
+    let present = ids(&mut c);
+    let acked = acked.lock().unwrap().clone();
+    let lost: Vec<_> = acked.keys().filter(|id| !present.contains(id)).collect();
+    assert!(lost.is_empty(), "sync mode: {} acknowledged commits missing on the new active", lost.len());
+    assert_counters_match_rows(&mut c, "new active");
+    let local = counters(&mut c);
+    wait_for("write-through to drain", Duration::from_secs(60), || counters(&mut pg) == local);
+    assert_eq!(ids(&mut pg), ids(&mut c));
+    assert_counters_match_rows(&mut pg, "PostgreSQL");
+}
+
+/// Async mode, the standby cut off from its active (not from PostgreSQL):
+/// past the timeout the active drops it and acknowledges commits it lacks.
+/// Killed then, the active is not replaced by that standby, automatically
+/// or by `pg_promote()` (55000): it would lose those commits. The old
+/// active restarted holds the lease again; healed, the standby catches up;
+/// nothing acknowledged is lost and PostgreSQL equals the active.
+#[test]
+fn a_dropped_standby_does_not_take_over() {
+    let backend = backend_tables("cli_failover_dropped");
+    let tmp = tempfile::tempdir().unwrap();
+    let node = "fodropped";
+    let mut a = Node::new(tmp.path(), "a", node);
+    let mut b = Node::new(tmp.path(), "b", node);
+    b.serves_standby = false;
+    a.extra = "standby_timeout_ms = 1500\n".into();
+    a.start("active", None, "async", &backend);
+    let repl_proxy = Proxy::start(format!("127.0.0.1:{}", a.repl_port));
+    let seed = tmp.path().join("seed");
+    pgtier(&["backup", "--url", &a.url(), seed.to_str().unwrap()]);
+    pgtier(&["restore", "--standby", seed.to_str().unwrap(), b.dir.to_str().unwrap()]);
+    b.start("standby", Some(&format!("127.0.0.1:{}", repl_proxy.port)), "async", &backend);
+    standby_ready(&a, &b);
+    cache_both_tables(&a);
+    let mut pg = pgtier_backend::connect(&backend).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked: Ledger = Arc::new(Mutex::new(BTreeMap::new()));
+    let writers = run_writers(&a.url(), &stop, &acked);
+    wait_for("writes", Duration::from_secs(60), || acked.lock().unwrap().len() >= 200);
+    repl_proxy.cut();
+    let mut watch = connect(&a.url());
+    wait_for("the active to drop its standby", Duration::from_secs(30), || {
+        replication(&mut watch).is_ok_and(|r| r["standby_link"] == "dropped")
+    });
+    assert!(!standby_ok(&mut pg, node));
+    let before = acked.lock().unwrap().len();
+    wait_for("commits without the standby", Duration::from_secs(30), || acked.lock().unwrap().len() >= before + 200);
+    drop(watch);
+    a.kill(libc::SIGKILL);
+    stop.store(true, Ordering::Relaxed);
+    for h in writers {
+        h.join().unwrap();
+    }
+    // Past the lease's expiry the standby is still a standby.
+    std::thread::sleep(Duration::from_millis(3 * LEASE_MS));
+    let mut s = connect(&b.url());
+    let status = replication(&mut s).unwrap();
+    assert_eq!((status["role"].as_str(), status["lease"].as_str()), ("standby", "waiting"), "{status:?}");
+    let e = s.batch_execute("SELECT pg_promote()").unwrap_err();
+    let db = e.as_db_error().expect("a server error");
+    assert_eq!(db.code().code(), "55000", "{e}");
+    assert!(db.message().contains("standby_timeout_ms"), "{}", db.message());
+    // The old active comes back as the active; healed, the standby rejoins.
+    a.start("active", None, "async", &backend);
+    repl_proxy.heal();
+    let mut c = connect(&a.url());
+    wait_for("the standby to rejoin", Duration::from_secs(60), || {
+        replication(&mut c).is_ok_and(|r| r["standby_link"] == "following")
+    });
+    assert!(standby_ok(&mut pg, node));
+    let present = ids(&mut c);
+    let acked = acked.lock().unwrap().clone();
+    let lost = acked.keys().filter(|id| !present.contains(id)).count();
+    assert_eq!(lost, 0, "acknowledged commits missing on the restarted active");
+    assert_counters_match_rows(&mut c, "active");
+    let local = counters(&mut c);
+    wait_for("write-through to drain", Duration::from_secs(60), || counters(&mut pg) == local);
+    assert_eq!(ids(&mut pg), ids(&mut c));
+    assert_counters_match_rows(&mut pg, "PostgreSQL");
 }

@@ -112,6 +112,7 @@ pub(crate) fn open(db: Arc<DbInner>, name: &str) -> Result<CommitStream> {
         assembler: TxnAssembler::default(),
         schemas: HashMap::new(),
         limit,
+        held: None,
     })
 }
 
@@ -128,6 +129,9 @@ pub struct CommitStream {
     schemas: HashMap<TableId, Arc<TableSchema>>,
     /// [`crate::Database::limit_stream`]: records at or past it wait.
     limit: Option<Arc<std::sync::atomic::AtomicU64>>,
+    /// A transaction read whole but past the limit: delivered first once
+    /// the limit reaches its end.
+    held: Option<CommittedTxn>,
 }
 
 impl CommitStream {
@@ -135,22 +139,38 @@ impl CommitStream {
     pub fn next(&mut self, timeout: Duration) -> Result<Option<CommittedTxn>> {
         let deadline = Instant::now() + timeout;
         loop {
-            // A record starting before the limit ends at or before it: the
-            // limit is a record boundary (a standby's durable end).
-            if let Some(limit) = &self.limit
-                && self.reader.position().0 >= limit.load(std::sync::atomic::Ordering::Acquire)
-            {
-                let now = Instant::now();
-                if now >= deadline {
+            // A transaction is delivered only if it ends at or before the
+            // limit as loaded after it was read. So once a limit comes down
+            // (a dropped standby rejoining, replication.rs), every later
+            // delivery either passed a check against it or was read, and so
+            // durable, before it came down: waiting for the standby to
+            // acknowledge the durable end read after lowering it covers
+            // everything this stream can still hand out.
+            if let Some(txn) = self.held.take() {
+                if self.within_limit(txn.next_lsn) {
+                    return Ok(Some(txn));
+                }
+                self.held = Some(txn);
+                if !Self::pause_until(deadline) {
                     return Ok(None);
                 }
-                std::thread::sleep(LIMIT_POLL.min(deadline - now));
+                continue;
+            }
+            // Reading stops at the limit: a record starting at or past it
+            // belongs to a transaction it cannot cover.
+            if !self.within_limit(Lsn(self.reader.position().0.saturating_add(1))) {
+                if !Self::pause_until(deadline) {
+                    return Ok(None);
+                }
                 continue;
             }
             match self.reader.next() {
                 Some(Ok((lsn, payload))) => {
                     if let Some(txn) = self.accept(lsn, payload)? {
-                        return Ok(Some(txn));
+                        if self.within_limit(txn.next_lsn) {
+                            return Ok(Some(txn));
+                        }
+                        self.held = Some(txn);
                     }
                 }
                 Some(Err(e)) => return Err(e.into()),
@@ -167,6 +187,21 @@ impl CommitStream {
                 }
             }
         }
+    }
+
+    /// Whether a transaction ending at `end` may be delivered now.
+    fn within_limit(&self, end: Lsn) -> bool {
+        self.limit.as_ref().is_none_or(|limit| end.0 <= limit.load(std::sync::atomic::Ordering::Acquire))
+    }
+
+    /// Sleeps one limit poll, or false if `deadline` has passed.
+    fn pause_until(deadline: Instant) -> bool {
+        let now = Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        std::thread::sleep(LIMIT_POLL.min(deadline - now));
+        true
     }
 
     fn accept(&mut self, lsn: Lsn, payload: Vec<u8>) -> Result<Option<CommittedTxn>> {
@@ -238,11 +273,11 @@ impl CommitStream {
 
     /// Where reading stands: every transaction before it has been returned.
     pub fn position(&self) -> Lsn {
-        self.reader.position()
+        self.held.as_ref().map_or_else(|| self.reader.position(), |txn| txn.lsn)
     }
 
     /// Transactions and bytes of durable WAL not yet read by this cursor.
     pub fn lag_bytes(&self) -> u64 {
-        self.db.wal.durable_end().0.saturating_sub(self.reader.position().0)
+        self.db.wal.durable_end().0.saturating_sub(self.position().0)
     }
 }

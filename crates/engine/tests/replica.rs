@@ -289,4 +289,21 @@ fn fence_commit_gate_and_stream_limit() {
     limit.store(db.wal_end().0, Ordering::Release);
     let txn = stream.next(Duration::from_secs(5)).unwrap().expect("delivered once the limit moved");
     assert_eq!(txn.changes.len(), 1);
+
+    // A limit inside a transaction: it is read (it starts before the
+    // limit) but held until the limit reaches its end; position() stays
+    // before it.
+    let start = db.wal_end();
+    limit.store(start.0 + 1, Ordering::Release);
+    insert(4).unwrap();
+    assert!(
+        stream.next(Duration::from_millis(100)).unwrap().is_none(),
+        "delivered a transaction ending past its limit"
+    );
+    assert_eq!(stream.position(), start, "position moved past a transaction not delivered");
+    limit.store(db.wal_end().0, Ordering::Release);
+    let txn =
+        stream.next(Duration::from_secs(5)).unwrap().expect("the held transaction once the limit reached its end");
+    assert_eq!((txn.lsn, txn.next_lsn), (start, db.wal_end()));
+    assert_eq!(stream.position(), db.wal_end());
 }

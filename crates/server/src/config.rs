@@ -120,6 +120,12 @@ pub struct ReplicationSection {
     pub lease_ms: Option<u64>,
     /// This member's name in the lease (default: the pgwire listen address).
     pub member: Option<String>,
+    /// How long the active waits for a standby that is gone before it
+    /// goes on without it: write-through to PostgreSQL resumes (and, in
+    /// sync mode, commits stop waiting for it); with a lease, the standby
+    /// is barred from taking over until it caught up again. 0: never
+    /// (default in sync mode; 30000 in async mode).
+    pub standby_timeout_ms: Option<u64>,
 }
 
 /// `[replication] lease_ms`, checked.
@@ -149,6 +155,8 @@ pub struct ReplicationSettings {
     pub sync_timeout: std::time::Duration,
     /// Automatic failover by the pair's lease (None: by hand).
     pub lease: Option<LeaseSettings>,
+    /// `standby_timeout_ms` (None: never go on without the standby).
+    pub standby_timeout: Option<std::time::Duration>,
 }
 
 impl ReplicationSection {
@@ -208,7 +216,17 @@ impl ReplicationSection {
                 member: self.member.clone().filter(|m| !m.is_empty()),
             }),
         };
-        Ok(Some(ReplicationSettings { role, sync, sync_timeout: std::time::Duration::from_millis(ms), lease }))
+        let standby_timeout = match self.standby_timeout_ms.unwrap_or(if sync { 0 } else { 30_000 }) {
+            0 => None,
+            ms => Some(std::time::Duration::from_millis(ms)),
+        };
+        Ok(Some(ReplicationSettings {
+            role,
+            sync,
+            sync_timeout: std::time::Duration::from_millis(ms),
+            lease,
+            standby_timeout,
+        }))
     }
 }
 

@@ -151,6 +151,12 @@ fn render_replication(r: &crate::replication::ReplicationStatus, out: &mut Out) 
         "The epoch of the lease this server holds (0: none).",
         r.lease.epoch as f64,
     );
+    out.metric(
+        "pgtier_replication_standby_link_info",
+        "gauge",
+        "How the active stands with its standby (value 1): following, gone, dropped (going on without it past standby_timeout_ms), rejoining; - on a standby.",
+        &[(format!("{{state=\"{}\"}}", r.standby_link), 1.0)],
+    );
     out.one(
         "pgtier_replication_lease_valid_ms",
         "gauge",

@@ -21,13 +21,17 @@
 //! and /metrics) and `sync` (a `Sync` commit returns once the standby has
 //! acknowledged a durable end past it; after `sync_timeout_ms` it fails
 //! with 08007, transaction_resolution_unknown: durable here, not confirmed
-//! there). The wait is the engine's `SyncStandby` hook, set only on an
-//! active in sync mode: without replication a commit pays one branch.
+//! there). The wait is the engine's `CommitGate`, set only on an active in
+//! sync mode or with a lease: without replication a commit pays one
+//! branch. An active whose standby is gone past `standby_timeout_ms` goes
+//! on without it (standby_timeout.rs).
 
 mod failover;
+mod standby_timeout;
 mod stream;
 
 pub(crate) use failover::{Failover, LeaseStatus};
+use standby_timeout::StandbyLink;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -58,6 +62,9 @@ pub(crate) struct ReplicationStatus {
     pub lag_bytes: u64,
     pub lag_ms: u64,
     pub lease: LeaseStatus,
+    /// Active: following | gone | dropped | rejoining (standby_timeout.rs);
+    /// a standby: "-".
+    pub standby_link: &'static str,
 }
 
 pub(crate) struct Replication {
@@ -104,6 +111,10 @@ pub(crate) struct Replication {
     shared: Mutex<Option<std::sync::Weak<crate::server::Shared>>>,
     /// One promotion at a time (the lease's waiter and `pg_promote()`).
     promoting: Mutex<()>,
+    /// Active: how it stands with its standby (standby_timeout.rs).
+    standby_link: Mutex<StandbyLink>,
+    /// `standby_link.without_standby()`, read by every sync commit.
+    without_standby: AtomicBool,
 }
 
 const UNACKED_MAX: usize = 4096;
@@ -155,6 +166,8 @@ impl Replication {
             shutdown: AtomicBool::new(false),
             shared: Mutex::new(None),
             promoting: Mutex::new(()),
+            standby_link: Mutex::new(StandbyLink::Following),
+            without_standby: AtomicBool::new(false),
         }))
     }
 
@@ -168,11 +181,20 @@ impl Replication {
         if self.is_standby() || self.failover.is_none() {
             return Ok(0);
         }
-        self.hold_lease(None).map_err(|e| {
+        let epoch = self.hold_lease(None).map_err(|e| {
             format!(
                 "{e}. This server cannot start as the active: if the other member took over, re-seed this one as its standby (README, High availability)"
             )
-        })
+        })?;
+        // It went on without its standby before this restart: still so.
+        if !self.standby_may_take_over()? {
+            self.awt_limit.store(u64::MAX, Ordering::Release);
+            self.set_standby_link(StandbyLink::Dropped);
+            tracing::warn!(
+                "replication: the standby was dropped before this restart; it may not take over until it reconnects and catches up"
+            );
+        }
+        Ok(epoch)
     }
 
     pub(crate) fn is_standby(&self) -> bool {
@@ -210,6 +232,7 @@ impl Replication {
                 if self.settings.sync && self.failover.is_none() {
                     self.db.set_commit_gate(Arc::new(Gate(Arc::clone(self))));
                 }
+                self.spawn_standby_watch()?;
                 self.spawn_listener(listen)?
             }
             ReplicationRole::Standby { primary, .. } => {
@@ -295,10 +318,12 @@ impl Replication {
             // through waits for it once it connects.
             self.db.limit_stream(pgtier_cache::AWT_CONSUMER, Arc::clone(&self.awt_limit));
             self.stop.store(false, Ordering::Release);
+            self.set_standby_link(StandbyLink::Following);
             self.serving.store(true, Ordering::Release);
             if self.settings.sync && self.failover.is_none() {
                 self.db.set_commit_gate(Arc::new(Gate(Arc::clone(self))));
             }
+            self.spawn_standby_watch().map_err(|e| ("XX000", e.to_string()))?;
             let handle = self.spawn_listener(listen).map_err(|e| ("XX000", e.to_string()))?;
             self.threads.lock().push(handle);
         }
@@ -350,6 +375,7 @@ impl Replication {
                 lag_bytes: active.saturating_sub(durable),
                 lag_ms: 0,
                 lease,
+                standby_link: "-",
             };
         }
         let durable = self.db.wal_durable_end().0;
@@ -367,6 +393,7 @@ impl Replication {
             lag_bytes: if promoted { 0 } else { durable.saturating_sub(acked) },
             lag_ms,
             lease,
+            standby_link: self.standby_link.lock().name(),
         }
     }
 }
@@ -378,12 +405,15 @@ struct Gate(Arc<Replication>);
 impl pgtier_engine::CommitGate for Gate {
     fn before_ack(&self, lsn: Lsn, sync_commit: bool) -> pgtier_engine::Result<()> {
         let r = &self.0;
-        // A standby promoted without `listen` has no standby to wait for.
-        let has_standby = r.serving.load(Ordering::Acquire);
-        if r.settings.sync && sync_commit && has_standby {
-            // Confirmed durable on the standby: it survives any failover,
-            // whatever became of the lease meanwhile.
-            return r.wait_acked(lsn);
+        // A standby promoted without `listen` has no standby to wait for,
+        // and an active that dropped its standby waits for it no more.
+        let has_standby = r.serving.load(Ordering::Acquire) && !r.without_standby.load(Ordering::Acquire);
+        // Confirmed durable on the standby: it survives any failover,
+        // whatever became of the lease meanwhile. A standby dropped while
+        // this commit waited can no longer take over (standby_timeout.rs):
+        // the lease decides, as for an async commit.
+        if r.settings.sync && sync_commit && has_standby && r.wait_acked(lsn)? {
+            return Ok(());
         }
         match &r.failover {
             Some(f) if !f.holds() => Err(EngineError::hook(
@@ -400,15 +430,19 @@ impl pgtier_engine::CommitGate for Gate {
 }
 
 impl Replication {
-    /// Sync mode: until the standby acknowledged a durable end past `lsn`.
-    fn wait_acked(&self, lsn: Lsn) -> pgtier_engine::Result<()> {
+    /// Sync mode: until the standby acknowledged a durable end past `lsn`
+    /// (true), or was dropped meanwhile (false).
+    fn wait_acked(&self, lsn: Lsn) -> pgtier_engine::Result<bool> {
         let r = self;
         if r.acked.load(Ordering::Acquire) > lsn.0 {
-            return Ok(());
+            return Ok(true);
         }
         let deadline = Instant::now() + r.settings.sync_timeout;
         let mut g = r.ack_lock.lock();
         while r.acked.load(Ordering::Acquire) <= lsn.0 {
+            if r.without_standby.load(Ordering::Acquire) {
+                return Ok(false);
+            }
             if r.stop.load(Ordering::Acquire) || r.ack_cv.wait_until(&mut g, deadline).timed_out() {
                 if r.acked.load(Ordering::Acquire) > lsn.0 {
                     break;
@@ -423,7 +457,7 @@ impl Replication {
                 ));
             }
         }
-        Ok(())
+        Ok(true)
     }
 }
 

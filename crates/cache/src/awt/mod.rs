@@ -463,6 +463,18 @@ fn session(
     }
     *status.held.lock() = drifted.clone();
     let (lane_count, positions) = choose_lanes(&mut control, context, &groups, !drifted.is_empty())?;
+    // Write-through sends only durable transactions, so PostgreSQL's rows
+    // never pass this log's durable end, unless this log is behind what was
+    // propagated under its identity: then its next transactions would be
+    // taken for applied ones and skipped.
+    let end = db.wal_durable_end().0;
+    if positions.furthest() > end {
+        return Err(CacheError::LogBehindPostgres {
+            node: context.node.name.clone(),
+            progress: positions.furthest(),
+            end,
+        });
+    }
     let known: Vec<String> = groups.iter().map(|entry| entry.def.name.clone()).collect();
     statements::ensure_rows(&mut control, &context.node, &known, lane_count, true)?;
     let lanes = Lanes::new(lane_count);

@@ -33,6 +33,11 @@ impl Positions {
         !streams.is_empty() && streams.iter().all(|(group, lane)| lsn.0 < self.get(group, *lane))
     }
 
+    /// The furthest position any row stands at (0 without rows).
+    pub fn furthest(&self) -> u64 {
+        self.rows.values().copied().max().unwrap_or(0)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }

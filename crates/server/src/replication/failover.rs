@@ -88,11 +88,19 @@ impl Failover {
             Some(grant) => Ok(self.hold(grant)),
             None => {
                 let row = lease::read(&mut client, &self.config.node).ok().flatten();
-                let (holder, ms) = row.map_or_else(|| ("?".to_owned(), 0), |r| (r.holder, r.remaining_ms));
-                Err(format!(
-                    "member {holder:?} holds the pair's lease for node {:?} ({ms} ms left): it is the active",
-                    self.config.node
-                ))
+                match row {
+                    Some(row) if row.remaining_ms < 0 && !row.standby_ok => Err(format!(
+                        "member {:?}, the active of node {:?}, went on without its standby (standby_timeout_ms): this member may lack commits it acknowledged, so it may not take over. Re-seed it from the active; or, accepting that loss, run UPDATE pgtier.leases SET standby_ok = true WHERE node = '{}' in PostgreSQL",
+                        row.holder, self.config.node, self.config.node
+                    )),
+                    row => {
+                        let (holder, ms) = row.map_or_else(|| ("?".to_owned(), 0), |r| (r.holder, r.remaining_ms));
+                        Err(format!(
+                            "member {holder:?} holds the pair's lease for node {:?} ({ms} ms left): it is the active",
+                            self.config.node
+                        ))
+                    }
+                }
             }
         }
     }
@@ -211,6 +219,14 @@ impl Replication {
         Ok(epoch)
     }
 
+    /// Whether the lease lets the standby take over (true without a lease).
+    pub(super) fn standby_may_take_over(&self) -> Result<bool, String> {
+        let Some(failover) = self.failover.as_ref() else { return Ok(true) };
+        let mut client = connect_backend(&failover.backend).map_err(|e| format!("cannot reach PostgreSQL: {e}"))?;
+        let row = lease::read(&mut client, &failover.config.node).map_err(|e| format!("the pair's lease: {e}"))?;
+        Ok(row.is_none_or(|r| r.standby_ok))
+    }
+
     /// `SELECT pgtier_switchover()`: hand the writes to the standby.
     pub(crate) fn switchover(&self) -> Result<(), (&'static str, String)> {
         let Some(failover) = self.failover.as_ref() else {
@@ -247,6 +263,15 @@ impl Replication {
                 std::thread::sleep(Duration::from_millis(5));
             }
             Ok(end)
+        });
+        // It has everything now: allowed to take over, if it was dropped.
+        let caught_up = caught_up.and_then(|end| {
+            let mut client = connect_backend(&failover.backend).map_err(|e| e.to_string())?;
+            match lease::set_standby_ok(&mut client, &failover.config, keeper.epoch(), true) {
+                Ok(true) => Ok(end),
+                Ok(false) => Err("the pair's lease is no longer held at its epoch".into()),
+                Err(e) => Err(e.to_string()),
+            }
         });
         let end = match caught_up {
             Ok(end) => end,

@@ -214,6 +214,7 @@ impl Session {
             r.lease.state.to_owned(),
             r.lease.epoch.to_string(),
             r.lease.valid_ms.to_string(),
+            r.standby_link.to_owned(),
         ];
         let columns = [
             ("role", crate::types::TEXT),
@@ -227,6 +228,7 @@ impl Session {
             ("lease", crate::types::TEXT),
             ("lease_epoch", crate::types::INT8),
             ("lease_valid_ms", crate::types::INT8),
+            ("standby_link", crate::types::TEXT),
         ];
         let fields = columns
             .iter()
