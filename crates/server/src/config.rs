@@ -170,7 +170,12 @@ impl ReplicationSection {
         };
         let role = match self.role.as_deref() {
             None => {
-                if self.mode.is_some() || self.listen.is_some() || self.primary.is_some() || self.lease_ms.is_some() {
+                if self.mode.is_some()
+                    || self.listen.is_some()
+                    || self.primary.is_some()
+                    || self.lease_ms.is_some()
+                    || self.standby_timeout_ms.is_some()
+                {
                     return bad("role must be set (\"active\" or \"standby\") when other keys are");
                 }
                 return Ok(None);
@@ -997,6 +1002,26 @@ mod tests {
         assert_eq!(parse("commit_mode = \"async\"\nevent_loops = 2").event_loops(), 2);
         assert_eq!(parse("commit_mode = \"sync\"\nevent_loops = 3").event_loops(), 3);
         assert_eq!(parse("commit_mode = \"async\"\nevent_loops = 0").event_loops(), 0);
+    }
+
+    /// `[replication] standby_timeout_ms`: 30 s in async mode, never in
+    /// sync mode, 0 is never.
+    #[test]
+    fn replication_standby_timeout() {
+        let settings = |toml: &str| {
+            ServerConfig::from_toml_str(&format!("data_dir = \"d\"\n[replication]\n{toml}"))
+                .unwrap()
+                .replication
+                .settings()
+        };
+        let active = "role = \"active\"\nlisten = \"127.0.0.1:5499\"\n";
+        let timeout = |toml: &str| settings(&format!("{active}{toml}")).unwrap().unwrap().standby_timeout;
+        assert_eq!(timeout(""), Some(std::time::Duration::from_secs(30)));
+        assert_eq!(timeout("mode = \"sync\""), None);
+        assert_eq!(timeout("mode = \"sync\"\nstandby_timeout_ms = 5000"), Some(std::time::Duration::from_secs(5)));
+        assert_eq!(timeout("standby_timeout_ms = 0"), None);
+        let e = settings("standby_timeout_ms = 10").unwrap_err().to_string();
+        assert!(e.contains("role must be set"), "{e}");
     }
 
     /// `[replication] lease_ms` and `member`: checked, errors name the key.
