@@ -106,7 +106,8 @@ impl Replication {
                         // Nor is its WAL kept for it any more: a standby back
                         // after a checkpoint removed what it needs is told to
                         // re-seed (stream.rs).
-                        if let Err(e) = self.db.unregister_consumer(super::stream::STANDBY_CONSUMER) {
+                        let registered = self.db.consumers().iter().any(|c| c.name == super::stream::STANDBY_CONSUMER);
+                        if registered && let Err(e) = self.db.unregister_consumer(super::stream::STANDBY_CONSUMER) {
                             tracing::warn!(error = %e, "replication: cannot release the WAL kept for the standby");
                         }
                         tracing::error!(
