@@ -98,6 +98,18 @@ impl Database {
         Ok(self.inner.wal.read_from(from)?)
     }
 
+    /// The last durable WAL record, its position and checksum: where this
+    /// directory's history ends (a standby says it to its active).
+    pub fn wal_last_record(&self) -> Result<Option<(Lsn, u32)>> {
+        Ok(self.inner.wal.last_record()?)
+    }
+
+    /// The checksum of the WAL record at `lsn`, `None` when none starts
+    /// there: an active checks a standby's last record against its own.
+    pub fn wal_record_checksum_at(&self, lsn: Lsn) -> Result<Option<u32>> {
+        Ok(self.inner.wal.record_checksum_at(lsn)?)
+    }
+
     /// Waits up to `timeout` for the durable end to pass `after`; returns it.
     pub fn wait_wal_durable_beyond(&self, after: Lsn, timeout: Duration) -> Lsn {
         self.inner.wal.wait_for_durable_beyond(after, timeout)
@@ -143,9 +155,15 @@ impl ReplicaApplier {
         }
         let mut records = std::mem::take(&mut self.parts);
         records.push((lsn, payload));
+        // Commit timestamps order versions within one run of a database:
+        // recovery numbers them again from its checkpoint, so an active
+        // that restarted logs timestamps this standby has passed. Applied
+        // in log order (this applier is the standby's only committer), each
+        // goes after the last one here.
+        let after_last = self.db.commit.lock().last_ts.next();
         let txn = ReplicaTxn {
             records,
-            commit_ts: CommitTs::new(header.commit_ts),
+            commit_ts: CommitTs::new(header.commit_ts).max(after_last),
             commit_time_us: header.commit_time_us,
             origin: header.origin,
         };
