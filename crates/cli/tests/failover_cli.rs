@@ -52,6 +52,8 @@ struct Node {
     serves_standby: bool,
     /// More `[replication]` keys.
     extra: String,
+    /// Every line the server wrote to stderr once listening, across its restarts.
+    log: Arc<Mutex<Vec<String>>>,
     child: Option<Child>,
 }
 
@@ -65,6 +67,7 @@ impl Node {
             dir: tmp.join(name),
             serves_standby: true,
             extra: String::new(),
+            log: Arc::default(),
             child: None,
         }
     }
@@ -109,9 +112,11 @@ impl Node {
             }
             eprintln!("[{name}] {line}");
         }
+        let log = Arc::clone(&self.log);
         std::thread::spawn(move || {
             for line in lines.map_while(Result::ok) {
                 eprintln!("[{name}] {line}");
+                log.lock().unwrap().push(line);
             }
         });
         self.child = Some(child);
@@ -864,4 +869,83 @@ fn a_dropped_standby_does_not_take_over() {
     wait_for("write-through to drain", Duration::from_secs(60), || counters(&mut pg) == local);
     assert_eq!(ids(&mut pg), ids(&mut c));
     assert_counters_match_rows(&mut pg, "PostgreSQL");
+}
+
+/// Writes `ids` on `node` one transaction each (events and writer 0's counter).
+fn write_ids(node: &Node, ids: std::ops::RangeInclusive<i32>) {
+    let mut c = connect(&node.url());
+    for id in ids {
+        c.batch_execute(&format!(
+            "BEGIN; INSERT INTO events VALUES ({id}, 0, 'x'); UPDATE counters SET n = n + 1 WHERE w = 0; COMMIT"
+        ))
+        .unwrap();
+    }
+}
+
+/// The old active restarted as the standby of the member that took over,
+/// without a re-seed: after a switchover (one history) it follows, and takes
+/// over again on a kill -9 without losing a commit; where it holds commits
+/// the new active never received (async mode, its standby gone) the new
+/// active refuses it, saying to re-seed, rather than stream on from its end
+/// into a log that differs.
+#[test]
+fn an_old_active_rejoins_without_a_reseed_unless_its_history_differs() {
+    let backend = backend_tables("cli_failover_rejoin");
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut a, mut b) = ready_pair(tmp.path(), &backend, "forejoin", "async", true);
+    write_ids(&a, 1..=50);
+    pgtier(&["switchover", "--url", &a.url()]);
+    let mut watch = connect(&b.url());
+    wait_for("the standby to promote", Duration::from_secs(20), || {
+        replication(&mut watch).is_ok_and(|r| r["role"] == "active")
+    });
+    a.kill(libc::SIGKILL);
+    a.start("standby", Some(&format!("127.0.0.1:{}", b.repl_port)), "async", &backend);
+    standby_ready(&b, &a);
+    write_ids(&b, 51..=100);
+    // Everything on a before b is killed: a promotes with all of it.
+    let end: u64 = replication(&mut connect(&b.url())).unwrap()["active_durable_lsn"].parse().unwrap();
+    let mut on_a = connect(&a.url());
+    wait_for("the rejoined standby to catch up", Duration::from_secs(30), || {
+        replication(&mut on_a).is_ok_and(|r| r["standby_durable_lsn"].parse::<u64>().unwrap_or(0) >= end)
+    });
+    b.kill(libc::SIGKILL);
+    wait_for("the rejoined standby to promote", Duration::from_secs(30), || {
+        replication(&mut on_a).is_ok_and(|r| r["role"] == "active")
+    });
+    let mut c = connect(&a.url());
+    let present = ids(&mut c);
+    assert_eq!(present, (1..=100).collect::<BTreeSet<i32>>(), "commits missing after the rejoin and takeover");
+    let local = counters(&mut c);
+    let mut pg = pgtier_backend::connect(&backend).unwrap();
+    wait_for("write-through to drain", Duration::from_secs(60), || counters(&mut pg) == local);
+    assert_eq!(ids(&mut pg), present);
+    // Diverged: b is gone, a (async) commits alone, then dies; b comes back,
+    // takes over and commits others at the same positions.
+    drop((c, on_a));
+    b.reseed_from(&a, "async", &backend);
+    standby_ready(&a, &b);
+    b.kill(libc::SIGKILL);
+    write_ids(&a, 101..=105);
+    a.kill(libc::SIGKILL);
+    b.start("standby", Some(&format!("127.0.0.1:{}", a.repl_port)), "async", &backend);
+    let promoting = Instant::now();
+    while connect(&b.url()).simple_query("SELECT pg_promote()").is_err() {
+        assert!(promoting.elapsed() < Duration::from_secs(30), "b never promoted");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    write_ids(&b, 201..=230);
+    let mut on_b = connect(&b.url());
+    let expected: BTreeSet<i32> = (1..=100).chain(201..=230).collect();
+    assert_eq!(ids(&mut on_b), expected, "the promoted b's rows");
+    assert_counters_match_rows(&mut on_b, "the promoted b");
+    a.start("standby", Some(&format!("127.0.0.1:{}", b.repl_port)), "async", &backend);
+    wait_for("b to refuse a's history", Duration::from_secs(30), || {
+        let said = |n: &Node| n.log.lock().unwrap().iter().any(|l| l.contains("differs from this active's"));
+        said(&a) || said(&b)
+    });
+    let r = replication(&mut connect(&b.url())).unwrap();
+    assert_eq!(r["connected"], "f", "b is followed by a standby whose log differs: {r:?}");
+    let on_a = ids(&mut connect(&a.url()));
+    assert!(on_a.contains(&101) && !on_a.contains(&201), "a's data changed although it was refused");
 }

@@ -376,6 +376,41 @@ impl Wal {
         Ok(WalReader::new(Arc::clone(&self.shared), from.0))
     }
 
+    /// The checksum of the durable record at `lsn` (its header's CRC-32C,
+    /// which covers the payload, the position and the length), or `None`
+    /// when no record starts exactly there. Two logs whose records at one
+    /// position have the same checksum hold the same record there.
+    pub fn record_checksum_at(&self, lsn: Lsn) -> Result<Option<u32>, WalError> {
+        match self.read_from(lsn)?.next().transpose()? {
+            Some((at, payload)) if at == lsn => Ok(Some(record_checksum(at, &payload))),
+            _ => Ok(None),
+        }
+    }
+
+    /// The last durable record: its position and checksum
+    /// ([`Wal::record_checksum_at`]); `None` for a log without records.
+    /// Reads the newest segment holding one (up to a segment's bytes): for
+    /// an occasional caller (a standby saying where its history ends).
+    pub fn last_record(&self) -> Result<Option<(Lsn, u32)>, WalError> {
+        let starts: Vec<u64> = self.shared.segments.lock().by_start.keys().rev().copied().collect();
+        for (i, &start) in starts.iter().enumerate() {
+            // Records of this segment only: the next one's start bounds it.
+            let next_start = if i == 0 { u64::MAX } else { starts[i - 1] };
+            let mut last = None;
+            for record in self.read_from(Lsn(start))? {
+                let (lsn, payload) = record?;
+                if lsn.0 >= next_start {
+                    break;
+                }
+                last = Some((lsn, payload));
+            }
+            if let Some((lsn, payload)) = last {
+                return Ok(Some((lsn, record_checksum(lsn, &payload))));
+            }
+        }
+        Ok(None)
+    }
+
     /// Deletes whole segments that lie entirely before `lsn` and before the
     /// durable end. The segment being written is never deleted.
     pub fn truncate_before(&self, lsn: Lsn) -> Result<(), WalError> {
@@ -739,4 +774,10 @@ fn prealloc_main(shared: &Shared) {
             }
         }
     }
+}
+
+/// A record's header checksum, computed again from what a reader returned.
+fn record_checksum(lsn: Lsn, payload: &[u8]) -> u32 {
+    let len = u32::try_from(payload.len()).unwrap_or(PAD_MARKER);
+    format::record_crc(format::payload_crc(payload), lsn.0, len)
 }

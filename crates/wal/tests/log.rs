@@ -395,3 +395,37 @@ fn truncated_segments_are_recycled_safely() {
         .count();
     assert!(spares <= 2, "spares are bounded: {spares}");
 }
+
+#[test]
+fn last_record_and_record_checksums_identify_a_history() {
+    let (dir_a, dir_b) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
+    let (a, b) = (open_small(dir_a.path()), open_small(dir_b.path()));
+    assert_eq!(a.last_record().expect("last"), None);
+    // Two logs alike for 300 records (several segments), then one record
+    // each of the same length that differs.
+    let mut lsns = Vec::new();
+    for i in 0..300u64 {
+        let at = a.append(&payload(i, 900)).expect("append");
+        assert_eq!(b.append(&payload(i, 900)).expect("append"), at);
+        lsns.push(at);
+    }
+    let fork_a = a.append(b"history a").expect("append");
+    let fork_b = b.append(b"history b").expect("append");
+    assert_eq!(fork_a, fork_b);
+    a.wait_durable(fork_a).expect("durable");
+    b.wait_durable(fork_b).expect("durable");
+    let (last_a, sum_a) = a.last_record().expect("last").expect("some");
+    let (last_b, sum_b) = b.last_record().expect("last").expect("some");
+    assert_eq!((last_a, last_b), (fork_a, fork_b));
+    assert_ne!(sum_a, sum_b, "different records, one checksum");
+    assert_eq!(a.record_checksum_at(fork_a).expect("read"), Some(sum_a));
+    assert_eq!(b.record_checksum_at(fork_a).expect("read"), Some(sum_b));
+    // The shared prefix checks equal; a position inside a record is none.
+    let shared = lsns[299];
+    assert_eq!(a.record_checksum_at(shared).expect("read"), b.record_checksum_at(shared).expect("read"));
+    assert!(a.record_checksum_at(shared).expect("read").is_some());
+    assert_eq!(a.record_checksum_at(Lsn(shared.0 + 8)).expect("read"), None);
+    // After the last record a new segment may begin empty: still the last record.
+    a.truncate_before(lsns[200]).expect("truncate");
+    assert_eq!(a.last_record().expect("last"), Some((fork_a, sum_a)));
+}

@@ -2,7 +2,8 @@
 //! standby's receiver.
 //!
 //! ```text
-//! standby → active  hello: "PGTREPL1" [incarnation: 32 hex digits] [start lsn u64]
+//! standby → active  hello: "PGTREPL2" [incarnation: 32 hex digits] [start lsn u64]
+//!                          [last record lsn u64] [its checksum u32]  (0, 0: no record)
 //!                   'A' [durable end u64]            after each burst applied and synced
 //! active → standby  'W' [lsn u64] [len u32] [record]  each durable record, in order
 //!                   'K' [durable end u64] [n u32] ([len u16][name][position u64])*
@@ -22,7 +23,7 @@ use pgtier_engine::{Lsn, StreamStart};
 
 use super::{RETRY, Replication};
 
-const HELLO: &[u8; 8] = b"PGTREPL1";
+const HELLO: &[u8; 8] = b"PGTREPL2";
 /// The active's consumer that keeps the WAL its standby still needs.
 pub(crate) const STANDBY_CONSUMER: &str = "standby";
 const FRAME_BYTES_MAX: usize = 64 << 20;
@@ -82,16 +83,17 @@ pub(super) fn listen(repl: &Arc<Replication>, listener: TcpListener) {
 fn serve(repl: &Arc<Replication>, sock: TcpStream) -> Io<()> {
     sock.set_nodelay(true)?;
     sock.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut hello = [0u8; 8 + 32 + 8];
+    let mut hello = [0u8; 8 + 32 + 8 + 8 + 4];
     (&sock).read_exact(&mut hello)?;
     let mut out = BufWriter::with_capacity(IO_BYTES, sock.try_clone()?);
     if &hello[..8] != HELLO {
         return Err(bad("not a pgtier standby"));
     }
     let id = String::from_utf8_lossy(&hello[8..40]).into_owned();
-    let mut start_bytes = [0u8; 8];
-    start_bytes.copy_from_slice(&hello[40..]);
-    let start = Lsn(u64::from_le_bytes(start_bytes));
+    let u64_at = |at: usize| u64::from_le_bytes(hello[at..at + 8].try_into().unwrap_or_default());
+    let start = Lsn(u64_at(40));
+    let last_record = Lsn(u64_at(48));
+    let last_checksum = u32::from_le_bytes(hello[56..60].try_into().unwrap_or_default());
     let refuse = |out: &mut BufWriter<TcpStream>, message: String| -> Io<()> {
         out.write_all(b"E")?;
         out.write_all(&(message.len() as u32).to_le_bytes())?;
@@ -111,6 +113,9 @@ fn serve(repl: &Arc<Replication>, sock: TcpStream) -> Io<()> {
             &mut out,
             format!("the standby's log ends at {} after this active's: histories differ", start.0),
         );
+    }
+    if let Some(message) = history_differs(repl, start, last_record, last_checksum) {
+        return refuse(&mut out, message);
     }
     // From now on write-through sends PostgreSQL only what this standby
     // has (a promoted standby's was unlimited until its first standby).
@@ -132,6 +137,30 @@ fn serve(repl: &Arc<Replication>, sock: TcpStream) -> Io<()> {
     let _ = sock.shutdown(std::net::Shutdown::Both);
     let _ = acks.join();
     r
+}
+
+/// Why a standby whose log ends at `start` with the record `last_record`
+/// (checksum `last_checksum`) cannot follow this active: its last record is
+/// not the one this log holds there. An old active restarted as the
+/// standby of the member that took over has the same history up to the
+/// failover, but may hold commits after it the new active never received
+/// (async mode, or a sync commit cut off before its acknowledgement) where
+/// the new active logged others: streamed on from its end, its data would
+/// silently differ. Comparing the last record (checksums cover payload and
+/// position) catches that; the histories before it are both the pair's.
+fn history_differs(repl: &Replication, start: Lsn, last_record: Lsn, last_checksum: u32) -> Option<String> {
+    if last_record.0 == 0 {
+        return None;
+    }
+    let reseed = "re-seed it with pgtier backup on this active and pgtier restore --standby";
+    match repl.db.wal_record_checksum_at(last_record) {
+        Ok(Some(checksum)) if checksum == last_checksum && last_record < start => None,
+        Ok(_) => Some(format!(
+            "the standby's log differs from this active's at {}: it holds commits this active never received (histories diverged at a failover); {reseed}",
+            last_record.0
+        )),
+        Err(e) => Some(format!("cannot check the standby's history at {}: {e}; {reseed}", last_record.0)),
+    }
 }
 
 fn send(repl: &Replication, mut reader: pgtier_engine::WalReader, out: &mut BufWriter<TcpStream>) -> Io<()> {
@@ -239,9 +268,13 @@ fn receive(
         return Ok(());
     }
     let mut out = BufWriter::new(sock.try_clone()?);
+    // Where this log's history ends, for the active to check it is its own.
+    let (last_record, last_checksum) = repl.db.wal_last_record().map_err(|e| bad(e.to_string()))?.unwrap_or_default();
     out.write_all(HELLO)?;
     out.write_all(repl.db.incarnation().id.as_bytes())?;
     out.write_all(&applier.wal_end().0.to_le_bytes())?;
+    out.write_all(&last_record.0.to_le_bytes())?;
+    out.write_all(&last_checksum.to_le_bytes())?;
     out.flush()?;
     let mut input = BufReader::with_capacity(IO_BYTES, sock);
     repl.connected.store(true, Ordering::Release);
