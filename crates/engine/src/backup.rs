@@ -18,7 +18,8 @@
 //!    the end point is exactly the committed state at the end point.
 //!    Everything acknowledged before the backup began is before it.
 //! 3. Copy: the checkpoint file; the WAL segments from the one holding the
-//!    checkpoint's start to the one holding the end point. Of the last, only
+//!    checkpoint's start (or an earlier position a consumer named by the
+//!    caller still needs, pinned with it) to the one holding the end point. Of the last, only
 //!    the bytes before the end point are copied and the rest of its length
 //!    is written as zeros: commits that go on during the copy are cut, and
 //!    the copy looks like a preallocated segment after a clean stop, whose
@@ -143,11 +144,18 @@ pub(crate) struct Source<'a> {
 }
 
 /// Steps 1 to 4 of the module docs into `dest` (created; must be empty).
-pub(crate) fn take(src: &Source<'_>, dest: &Path, progress: &mut dyn FnMut(CopyProgress)) -> Result<BackupReport> {
+/// The WAL copied starts at the checkpoint's start, or earlier where a
+/// consumer in `keep_wal_for` still needs it.
+pub(crate) fn take(
+    src: &Source<'_>,
+    dest: &Path,
+    keep_wal_for: &[&str],
+    progress: &mut dyn FnMut(CopyProgress),
+) -> Result<BackupReport> {
     let started = Instant::now();
     prepare_empty_dir(dest, "backup")?;
-    let (ckpt, mut ckpt_file, _pin) =
-        src.checkpoints.take_pinned(src.dir, src.wal, src.commit, src.catalog, src.consumers)?;
+    let (ckpt, mut ckpt_file, _pin, wal_from) =
+        src.checkpoints.take_pinned(src.dir, src.wal, src.commit, src.catalog, src.consumers, keep_wal_for)?;
     let (end_ts, end_lsn) = {
         let c = src.commit.lock();
         (c.last_ts, src.wal.end())
@@ -156,7 +164,7 @@ pub(crate) fn take(src: &Source<'_>, dest: &Path, progress: &mut dyn FnMut(CopyP
         src.wal.wait_durable(Lsn(end_lsn.0 - 1))?;
     }
     let end_unix_s = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let segments = segments_to_copy(&src.dir.join("wal"), ckpt.start_lsn, end_lsn)?;
+    let segments = segments_to_copy(&src.dir.join("wal"), wal_from, end_lsn)?;
     let ckpt_bytes = ckpt_file.metadata().map_err(|e| EngineError::io("stat checkpoint", e))?.len();
     let total = ckpt_bytes + segments.iter().map(|s| s.bytes).sum::<u64>();
     let mut done = 0u64;

@@ -151,8 +151,10 @@ impl Checkpoints {
 
     /// [`Checkpoints::take`] for a backup: also opens the new file (the
     /// handle reads it even after a later checkpoint deletes it) and pins
-    /// the WAL from its start, both before the serial lock is released, so
-    /// no checkpoint in between can remove what the backup will copy.
+    /// the WAL from its start, or from the position of any consumer in
+    /// `keep_for` that is earlier (returned with the pin), both before the
+    /// serial lock is released, so no checkpoint in between can remove
+    /// what the backup will copy (truncation happens only under that lock).
     pub(crate) fn take_pinned(
         &self,
         dir: &Path,
@@ -160,16 +162,21 @@ impl Checkpoints {
         commit: &CommitOrder,
         catalog: &CommittedCatalog,
         consumers: &Consumers,
-    ) -> Result<(CheckpointInfo, File, WalPin<'_>)> {
+        keep_for: &[&str],
+    ) -> Result<(CheckpointInfo, File, WalPin<'_>, Lsn)> {
         let _serial = self.serial.lock();
         let info = write(dir, wal, commit, catalog)?;
         let file = File::open(&info.path).map_err(|e| EngineError::io(format!("open {}", info.path.display()), e))?;
+        let wal_from = keep_for
+            .iter()
+            .filter_map(|name| consumers.position(name).ok())
+            .fold(info.start_lsn, |from, position| from.min(position));
         let id = self.next_pin.fetch_add(1, Ordering::Relaxed);
-        self.pins.lock().push((id, info.start_lsn));
+        self.pins.lock().push((id, wal_from));
         let pin = WalPin { checkpoints: self, id };
         self.retire_old(info.clone(), wal, consumers)?;
         self.taken.fetch_add(1, Ordering::Relaxed);
-        Ok((info, file, pin))
+        Ok((info, file, pin, wal_from))
     }
 
     /// Keeps the newest checkpoints, deletes older files, truncates the WAL.

@@ -163,6 +163,7 @@ impl DbInner {
     pub(crate) fn backup(
         &self,
         dest: &Path,
+        keep_wal_for: &[&str],
         progress: &mut dyn FnMut(crate::backup::CopyProgress),
     ) -> Result<crate::backup::BackupReport> {
         let source = crate::backup::Source {
@@ -174,7 +175,7 @@ impl DbInner {
             checkpoints: &self.checkpoints,
             incarnation: &self.incarnation.id,
         };
-        crate::backup::take(&source, dest, progress)
+        crate::backup::take(&source, dest, keep_wal_for, progress)
     }
 
     pub(crate) fn lock_deadline(&self) -> Instant {
@@ -359,7 +360,21 @@ impl Database {
         dest: &Path,
         progress: &mut dyn FnMut(crate::backup::CopyProgress),
     ) -> Result<crate::backup::BackupReport> {
-        self.inner.backup(dest, progress)
+        self.inner.backup(dest, &[], progress)
+    }
+
+    /// [`Database::backup`] whose WAL also holds what the consumers named
+    /// in `keep_wal_for` have not processed yet (from before the
+    /// checkpoint), so a copy restored with `restore_standby` can take their
+    /// work over: write-through on a re-seeded standby that is promoted
+    /// resumes where the active's stood.
+    pub fn backup_keeping_wal_for(
+        &self,
+        dest: &Path,
+        keep_wal_for: &[&str],
+        progress: &mut dyn FnMut(crate::backup::CopyProgress),
+    ) -> Result<crate::backup::BackupReport> {
+        self.inner.backup(dest, keep_wal_for, progress)
     }
 
     /// Collects superseded versions that no snapshot needs any more.

@@ -337,3 +337,42 @@ fn a_standby_follows_its_active_across_the_active_s_restart() {
     assert_eq!(ship(&active, &standby), 2, "both commits after the restart applied");
     assert_eq!(dump(&standby), dump(&active));
 }
+
+/// A consumer behind the checkpoint (write-through waiting for PostgreSQL)
+/// when the standby is seeded: `backup_keeping_wal_for` copies the WAL it
+/// still needs, so the standby, once promoted, can read from its position;
+/// a plain backup starts at the checkpoint, and reading from there is
+/// refused (the records are not in the copy), never skipped over.
+#[test]
+fn a_backup_keeps_the_wal_a_lagging_consumer_needs() {
+    let root = tempfile::tempdir().unwrap();
+    let active = Database::open(&root.path().join("active"), config()).unwrap();
+    schema(&active);
+    active.register_consumer("awt", pgtier_engine::StreamStart::Now).unwrap();
+    let behind = active.consumers()[0].position;
+    let heap = active.catalog().table_by_name("heap").unwrap().id;
+    // Several 1 MiB segments past the consumer, then a checkpoint.
+    for round in 0..40 {
+        let mut t = active.begin().unwrap();
+        for i in 0..20 {
+            t.insert(heap, &[Value::Int8(round * 100 + i), Value::Text("w".repeat(5000)), Value::Null]).unwrap();
+        }
+        t.commit().unwrap();
+    }
+    let ckpt = active.checkpoint().unwrap();
+    assert!(ckpt.start_lsn.0 > behind.0 + (2 << 20), "the checkpoint is segments past the consumer");
+    let restored = |name: &str, keep: &[&str]| {
+        let backup = root.path().join(format!("{name}.backup"));
+        active.backup_keeping_wal_for(&backup, keep, &mut |_| {}).unwrap();
+        let dir = root.path().join(name);
+        pgtier_engine::restore_standby(&backup, &dir, &mut |_| {}).unwrap();
+        Database::open(&dir, config()).unwrap()
+    };
+    let kept = restored("kept", &["awt"]);
+    let first = kept.wal_reader(behind).unwrap().next().unwrap().unwrap().0;
+    assert_eq!(first, behind, "the copy reads on from the consumer's position");
+    assert_eq!(dump(&kept), dump(&active));
+    let plain = restored("plain", &[]);
+    assert!(plain.wal_reader(behind).is_err(), "a copy without that WAL read from the consumer's position");
+    assert_eq!(dump(&plain), dump(&active));
+}

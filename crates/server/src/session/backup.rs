@@ -74,7 +74,9 @@ impl Session {
         let db = self.conn.database().clone();
         let mut last = Instant::now();
         let wire = &mut self.wire;
-        let report = db.backup(path, &mut |p| {
+        // With the WAL write-through has not sent PostgreSQL yet: a standby
+        // seeded from this copy and promoted resumes it from there.
+        let report = db.backup_keeping_wal_for(path, &[pgtier_cache::AWT_CONSUMER], &mut |p| {
             if last.elapsed() >= PROGRESS_EVERY {
                 last = Instant::now();
                 let message = format!("backup: {} of {} copied", mib(p.bytes_done), mib(p.bytes_total));
