@@ -245,6 +245,50 @@ fn assert_counters_match_rows(c: &mut postgres::Client, side: &str) {
     }
 }
 
+/// Asserts PostgreSQL holds exactly `expected` ids; when not, says which
+/// runs of ids differ and what write-through recorded there (its progress
+/// rows and refused transactions), so a failure on CI explains itself.
+fn assert_pg_ids(pg: &mut postgres::Client, expected: &BTreeSet<i32>, side: &str) {
+    let actual = ids(pg);
+    if &actual == expected {
+        return;
+    }
+    let runs = |set: Vec<i32>| {
+        let mut out: Vec<(i32, i32)> = Vec::new();
+        for id in set {
+            match out.last_mut() {
+                Some((_, end)) if *end + 1 == id => *end = id,
+                _ => out.push((id, id)),
+            }
+        }
+        out.iter().map(|(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect::<Vec<_>>().join(", ")
+    };
+    let missing = runs(expected.difference(&actual).copied().collect());
+    let extra = runs(actual.difference(expected).copied().collect());
+    let rows = |pg: &mut postgres::Client, sql: &str| -> String {
+        match pg.simple_query(sql) {
+            Ok(messages) => messages
+                .iter()
+                .filter_map(|m| match m {
+                    postgres::SimpleQueryMessage::Row(r) => {
+                        Some((0..r.len()).map(|i| r.get(i).unwrap_or("NULL")).collect::<Vec<_>>().join(" | "))
+                    }
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+                .join("\n  "),
+            Err(e) => e.to_string(),
+        }
+    };
+    let progress =
+        rows(pg, "SELECT node, incarnation, grp, stream, next_lsn FROM pgtier.awt_progress ORDER BY 1, 2, 3, 4");
+    let errors = rows(pg, "SELECT node, lsn, sqlstate, message FROM pgtier.awt_errors ORDER BY id LIMIT 20");
+    let leases = rows(pg, "SELECT * FROM pgtier.leases");
+    panic!(
+        "PostgreSQL's rows are not {side}'s: missing {missing}; extra {extra}\nprogress:\n  {progress}\nerrors:\n  {errors}\nleases:\n  {leases}"
+    );
+}
+
 fn backend_tables(name: &str) -> String {
     tables_in(pgtier_backend::shared_cluster().expect("private PostgreSQL"), name)
 }
@@ -404,7 +448,7 @@ fn failover_rounds(mode: &str) {
     let local = counters(&mut c);
     let mut pg = pgtier_backend::connect(&backend).unwrap();
     wait_for("write-through to drain", Duration::from_secs(120), || counters(&mut pg) == local);
-    assert_eq!(ids(&mut pg), present, "PostgreSQL's rows are not the final active's");
+    assert_pg_ids(&mut pg, &present, "the final active");
     assert_counters_match_rows(&mut pg, "PostgreSQL");
     let mut detect: Vec<u128> = results.iter().map(|r| r.detect.as_millis()).collect();
     let mut promote: Vec<u128> = results.iter().map(|r| r.promote.as_millis()).collect();
@@ -576,7 +620,7 @@ fn partition(mode: &str) {
     let local = counters(&mut c);
     let mut pg = pgtier_backend::connect(&backend).unwrap();
     wait_for("write-through to drain", Duration::from_secs(60), || counters(&mut pg) == local);
-    assert_eq!(ids(&mut pg), ids(&mut c));
+    assert_pg_ids(&mut pg, &ids(&mut c), "the new active");
     assert_counters_match_rows(&mut pg, "PostgreSQL");
     // Restarted, the old active may not be the active again: the other
     // member holds the lease. It says so and exits.
@@ -634,7 +678,7 @@ fn a_switchover_hands_the_writes_over_without_loss() {
     let local = counters(&mut c);
     let mut pg = pgtier_backend::connect(&backend).unwrap();
     wait_for("write-through to drain", Duration::from_secs(60), || counters(&mut pg) == local);
-    assert_eq!(ids(&mut pg), present);
+    assert_pg_ids(&mut pg, &present, "the active");
 }
 
 /// PostgreSQL stopped (`-m immediate`) and the active killed while it is
@@ -682,7 +726,7 @@ fn postgres_down_during_a_failover_delays_it_and_loses_nothing() {
     let local = counters(&mut c);
     let mut pg = pgtier_backend::connect(&backend).unwrap();
     wait_for("write-through to drain", Duration::from_secs(60), || counters(&mut pg) == local);
-    assert_eq!(ids(&mut pg), present);
+    assert_pg_ids(&mut pg, &present, "the active");
     assert_counters_match_rows(&mut pg, "PostgreSQL");
 }
 
@@ -714,7 +758,7 @@ fn a_kill_right_after_the_first_write_through_commits_loses_nothing() {
     let local = counters(&mut c);
     let mut pg = pgtier_backend::connect(&backend).unwrap();
     wait_for("write-through to drain", Duration::from_secs(60), || counters(&mut pg) == local);
-    assert_eq!(ids(&mut pg), present, "PostgreSQL's rows are not the promoted standby's");
+    assert_pg_ids(&mut pg, &present, "the promoted standby");
 }
 
 /// `pgtier.leases.standby_ok` of `node` in PostgreSQL.
@@ -797,7 +841,7 @@ fn a_standby_gone_past_its_timeout_is_dropped_then_rejoins() {
     assert_counters_match_rows(&mut c, "new active");
     let local = counters(&mut c);
     wait_for("write-through to drain", Duration::from_secs(60), || counters(&mut pg) == local);
-    assert_eq!(ids(&mut pg), ids(&mut c));
+    assert_pg_ids(&mut pg, &ids(&mut c), "the new active");
     assert_counters_match_rows(&mut pg, "PostgreSQL");
 }
 
@@ -867,7 +911,7 @@ fn a_dropped_standby_does_not_take_over() {
     assert_counters_match_rows(&mut c, "active");
     let local = counters(&mut c);
     wait_for("write-through to drain", Duration::from_secs(60), || counters(&mut pg) == local);
-    assert_eq!(ids(&mut pg), ids(&mut c));
+    assert_pg_ids(&mut pg, &ids(&mut c), "the new active");
     assert_counters_match_rows(&mut pg, "PostgreSQL");
 }
 
@@ -919,7 +963,7 @@ fn an_old_active_rejoins_without_a_reseed_unless_its_history_differs() {
     let local = counters(&mut c);
     let mut pg = pgtier_backend::connect(&backend).unwrap();
     wait_for("write-through to drain", Duration::from_secs(60), || counters(&mut pg) == local);
-    assert_eq!(ids(&mut pg), present);
+    assert_pg_ids(&mut pg, &present, "the active");
     // Diverged: b is gone, a (async) commits alone, then dies; b comes back,
     // takes over and commits others at the same positions.
     drop((c, on_a));
