@@ -167,10 +167,13 @@ impl Checkpoints {
         let _serial = self.serial.lock();
         let info = write(dir, wal, commit, catalog)?;
         let file = File::open(&info.path).map_err(|e| EngineError::io(format!("open {}", info.path.display()), e))?;
+        // A consumer at 0 ("from the oldest record", a standby's position
+        // before its active's first word) needs what is kept, no more.
+        let oldest = wal.stats().oldest_lsn;
         let wal_from = keep_for
             .iter()
             .filter_map(|name| consumers.position(name).ok())
-            .fold(info.start_lsn, |from, position| from.min(position));
+            .fold(info.start_lsn, |from, position| from.min(position.max(oldest)));
         let id = self.next_pin.fetch_add(1, Ordering::Relaxed);
         self.pins.lock().push((id, wal_from));
         let pin = WalPin { checkpoints: self, id };
