@@ -113,6 +113,13 @@ fn refused_constructs_name_themselves() {
         ),
         // A LATERAL subquery's enclosing row is the FROM items before it; the query around is one level further.
         ("SELECT (SELECT l.x FROM t a, LATERAL (SELECT a.v + t.v AS x) l LIMIT 1) FROM t", "two levels out"),
+        // A parenthesized join on the right of an outer join NULL-extends its tables together.
+        (
+            "SELECT * FROM t a LEFT JOIN (t b JOIN t c ON b.id = c.id) ON a.id = b.id",
+            "parenthesized join without an alias",
+        ),
+        // Read as a subquery, its LATERAL items could not see the FROM items before it.
+        ("SELECT * FROM t a, (t b CROSS JOIN LATERAL (SELECT a.v) s) AS j", "inside a parenthesized join"),
         // A FULL JOIN's right side is read whole once: after one relation, and depending on no outer row.
         (
             "SELECT * FROM t a JOIN t b ON true FULL JOIN t c ON c.id = a.id",

@@ -808,6 +808,10 @@ fn lookup(scope: &Scope<'_>, qualifier: Option<&str>, name: &str) -> Result<Opti
             continue;
         }
         if let Some(c) = r.table.column_index(name) {
+            // A subquery's or parenthesized join's columns may share a name.
+            if r.table.columns[c + 1..].iter().any(|other| other.name == r.table.columns[c].name) {
+                return Err(SqlError::ambiguous_column(name));
+            }
             let pos = r.offset + c;
             let found = Some((pos, super::user_type::readable(r.table.columns[c].ty)?));
             if scope.hidden.contains(&pos) {

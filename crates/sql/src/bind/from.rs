@@ -28,6 +28,18 @@ pub(super) struct JoinSpec {
     pub(super) right: bool,
     /// FULL JOIN (its left side is the chain's one relation; `left` too).
     pub(super) full: bool,
+    /// Inner-join conditions of a parenthesized join flattened into the
+    /// chain, each with the first relation it sees (from there to this one).
+    pub(super) inner_on: Vec<(usize, ast::Expr)>,
+}
+
+/// Where [`Binder::add_chain`] appends FROM items and their joins.
+struct FromState<'a, 'p> {
+    rels: &'a mut Vec<Rel>,
+    joins: &'a mut Vec<JoinSpec>,
+    offset: &'a mut usize,
+    has_target: bool,
+    outer: Option<&'a Scope<'p>>,
 }
 
 /// A FROM item that is not a stored table: its name, row shape and source.
@@ -71,28 +83,115 @@ impl Binder<'_> {
                 natural: false,
                 right: false,
                 full: false,
+                inner_on: Vec::new(),
             });
         }
         for twj in from {
             let chain = rels.len();
-            self.add_from_item(&twj.relation, &mut rels, &mut offset, has_target, outer)?;
-            joins.push(JoinSpec {
-                chain,
-                left: false,
-                on: None,
-                using: Vec::new(),
-                natural: false,
-                right: false,
-                full: false,
-            });
-            for j in &twj.joins {
-                let (left, right, full, constraint) = join_kind(&j.join_operator, rels.len() - chain, has_target)?;
-                self.add_from_item(&j.relation, &mut rels, &mut offset, has_target, outer)?;
-                check_joined_side(&rels, right, full)?;
-                joins.push(join_spec(chain, left, right, full, constraint));
-            }
+            let mut from = FromState { rels: &mut rels, joins: &mut joins, offset: &mut offset, has_target, outer };
+            self.add_chain(twj, chain, &mut from)?;
         }
         Ok((rels, joins))
+    }
+
+    /// One JOIN chain from `chain` on. An unaliased parenthesized join
+    /// that starts it is the same chain (joins associate to the left), so
+    /// its relations join it one by one, their names visible.
+    fn add_chain(&mut self, twj: &ast::TableWithJoins, chain: usize, from: &mut FromState<'_, '_>) -> Result<()> {
+        match &twj.relation {
+            ast::TableFactor::NestedJoin { table_with_joins, alias: None } if !table_with_joins.joins.is_empty() => {
+                self.add_chain(table_with_joins, chain, from)?;
+            }
+            first => {
+                self.add_from_item(first, from.rels, from.offset, from.has_target, from.outer)?;
+                from.joins.push(JoinSpec {
+                    chain,
+                    left: false,
+                    on: None,
+                    using: Vec::new(),
+                    natural: false,
+                    right: false,
+                    full: false,
+                    inner_on: Vec::new(),
+                });
+            }
+        }
+        for j in &twj.joins {
+            let (left, right, full, constraint) =
+                join_kind(&j.join_operator, from.rels.len() - chain, from.has_target)?;
+            if let ast::TableFactor::NestedJoin { table_with_joins, alias: None } = &j.relation
+                && !table_with_joins.joins.is_empty()
+            {
+                self.add_inner_nested(table_with_joins, chain, (left, right, full), constraint, from)?;
+                continue;
+            }
+            self.add_from_item(&j.relation, from.rels, from.offset, from.has_target, from.outer)?;
+            check_joined_side(from.rels, right, full)?;
+            from.joins.push(join_spec(chain, left, right, full, constraint));
+        }
+        Ok(())
+    }
+
+    /// `... JOIN (b JOIN c ON p) ON q` with no alias, its inner table names
+    /// visible: when it and every join in it are inner joins with ON (or
+    /// CROSS), it is the chain joined to b, then c on p (which sees only b
+    /// and c, as in PostgreSQL), q checked once c is joined. Outer joins
+    /// would NULL-extend b and c together, which a level per relation
+    /// cannot; USING and NATURAL would merge columns across the parentheses.
+    fn add_inner_nested(
+        &mut self,
+        inner: &ast::TableWithJoins,
+        chain: usize,
+        (left, right, full): (bool, bool, bool),
+        constraint: Option<&ast::JoinConstraint>,
+        from: &mut FromState<'_, '_>,
+    ) -> Result<()> {
+        let on = match constraint {
+            Some(ast::JoinConstraint::On(e)) => Some(e.clone()),
+            Some(ast::JoinConstraint::None) | None => None,
+            Some(_) => return Err(nested_unsupported()),
+        };
+        if left || right || full || !plain_inner(inner) {
+            return Err(nested_unsupported());
+        }
+        self.flatten_inner(inner, chain, chain, on, from)
+    }
+
+    /// The relations of an all-inner parenthesized join appended to the
+    /// chain (`chain` for `*` and USING further on); `on`, its own
+    /// condition, sees the relations from `sees` on.
+    fn flatten_inner(
+        &mut self,
+        inner: &ast::TableWithJoins,
+        chain: usize,
+        sees: usize,
+        on: Option<ast::Expr>,
+        from: &mut FromState<'_, '_>,
+    ) -> Result<()> {
+        let start = from.rels.len();
+        let item = |this: &mut Self, f: &ast::TableFactor, on: Option<ast::Expr>, from: &mut FromState<'_, '_>| {
+            if let ast::TableFactor::NestedJoin { table_with_joins, alias: None } = f {
+                return this.flatten_inner(table_with_joins, chain, start, on, from);
+            }
+            this.add_from_item(f, from.rels, from.offset, from.has_target, from.outer)?;
+            let mut spec = join_spec(chain, false, false, false, None);
+            spec.inner_on.extend(on.map(|e| (start, e)));
+            from.joins.push(spec);
+            Ok(())
+        };
+        item(self, &inner.relation, None, from)?;
+        for j in &inner.joins {
+            let on = match &j.join_operator {
+                ast::JoinOperator::Join(ast::JoinConstraint::On(e))
+                | ast::JoinOperator::Inner(ast::JoinConstraint::On(e)) => Some(e.clone()),
+                _ => None,
+            };
+            item(self, &j.relation, on, from)?;
+        }
+        if let (Some(e), Some(last)) = (on, from.joins.last_mut()) {
+            last.inner_on.push((sees, e));
+        }
+        Ok(())
     }
 
     /// One FROM item appended to `rels` at `offset` of the joined row: a
@@ -109,6 +208,16 @@ impl Binder<'_> {
         if has_target && matches!(factor, ast::TableFactor::Derived { lateral: true, .. }) {
             // Its rows would be read again for each target row.
             return Err(SqlError::unsupported("LATERAL in UPDATE ... FROM or DELETE ... USING"));
+        }
+        if let ast::TableFactor::NestedJoin { table_with_joins, .. } = factor
+            && table_with_joins.joins.is_empty()
+        {
+            // gram.y's joined_table: parentheses hold a join, not one item.
+            return Err(SqlError::syntax("syntax error at or near \")\""));
+        }
+        if let ast::TableFactor::NestedJoin { table_with_joins, alias: Some(alias) } = factor {
+            let derived = nested_as_subquery(table_with_joins, alias, !rels.is_empty())?;
+            return self.add_from_item(&derived, rels, offset, has_target, outer);
         }
         if let Some(VirtualRel { name: rname, table, source }) = self.virtual_from(factor, rels, outer)? {
             if rels.iter().any(|r| r.name == rname) {
@@ -636,7 +745,8 @@ fn check_joined_side(rels: &[Rel], right: bool, full: bool) -> Result<()> {
 }
 
 fn join_spec(chain: usize, left: bool, right: bool, full: bool, constraint: Option<&ast::JoinConstraint>) -> JoinSpec {
-    let mut spec = JoinSpec { chain, left, on: None, using: Vec::new(), natural: false, right, full };
+    let mut spec =
+        JoinSpec { chain, left, on: None, using: Vec::new(), natural: false, right, full, inner_on: Vec::new() };
     match constraint {
         Some(ast::JoinConstraint::On(e)) => spec.on = Some(e.clone()),
         Some(ast::JoinConstraint::Using(cols)) => {
@@ -647,6 +757,68 @@ fn join_spec(chain: usize, left: bool, right: bool, full: bool, constraint: Opti
         Some(ast::JoinConstraint::None) | None => {}
     }
     spec
+}
+
+/// `(a JOIN b ...) AS j` is `(SELECT * FROM a JOIN b ...) AS j`: the
+/// join's columns in `*`'s order (USING's merged ones first), a and b
+/// hidden behind j, as in PostgreSQL. Its items could not see the FROM
+/// items before it (LATERAL) as a subquery that is not LATERAL itself.
+fn nested_as_subquery(
+    twj: &ast::TableWithJoins,
+    alias: &ast::TableAlias,
+    after_others: bool,
+) -> Result<ast::TableFactor> {
+    if after_others && reads_before(twj) {
+        return Err(SqlError::unsupported(
+            "LATERAL subquery or function inside a parenthesized join with an alias after other FROM items",
+        ));
+    }
+    let sql = "SELECT * FROM pgtier_nested_join";
+    let mut subquery = sqlparser::parser::Parser::new(&sqlparser::dialect::PostgreSqlDialect {})
+        .try_with_sql(sql)
+        .and_then(|mut p| p.parse_query())
+        .map_err(|e| SqlError::new("XX000", format!("parenthesized join: {e}")))?;
+    let ast::SetExpr::Select(select) = subquery.body.as_mut() else {
+        return Err(SqlError::new("XX000", "parenthesized join: not a SELECT"));
+    };
+    select.from = vec![twj.clone()];
+    Ok(ast::TableFactor::Derived { lateral: false, subquery, alias: Some(alias.clone()), sample: None })
+}
+
+/// Whether a FROM item in a join may read the FROM items before it.
+fn reads_before(twj: &ast::TableWithJoins) -> bool {
+    let item = |f: &ast::TableFactor| match f {
+        ast::TableFactor::NestedJoin { table_with_joins, .. } => reads_before(table_with_joins),
+        ast::TableFactor::Table { args, .. } => args.is_some(),
+        ast::TableFactor::Derived { lateral, .. } => *lateral,
+        _ => true,
+    };
+    item(&twj.relation) || twj.joins.iter().any(|j| item(&j.relation))
+}
+
+/// A parenthesized join of inner joins with ON or CROSS JOIN, as are the
+/// parenthesized joins without an alias in it.
+fn plain_inner(twj: &ast::TableWithJoins) -> bool {
+    let plain = |f: &ast::TableFactor| match f {
+        ast::TableFactor::NestedJoin { table_with_joins, alias: None } => plain_inner(table_with_joins),
+        _ => true,
+    };
+    plain(&twj.relation)
+        && twj.joins.iter().all(|j| {
+            plain(&j.relation)
+                && matches!(
+                    j.join_operator,
+                    ast::JoinOperator::Join(ast::JoinConstraint::On(_))
+                        | ast::JoinOperator::Inner(ast::JoinConstraint::On(_))
+                        | ast::JoinOperator::CrossJoin(ast::JoinConstraint::None)
+                )
+        })
+}
+
+fn nested_unsupported() -> SqlError {
+    SqlError::unsupported(
+        "parenthesized join without an alias on the right of a join, unless it and its joins are inner joins with ON",
+    )
 }
 
 /// The arguments of a function in FROM, positional (jsonb_path_ functions

@@ -266,18 +266,9 @@ impl Binder<'_> {
                 chain_start = star.len();
             }
             let mut on = Vec::new();
-            if let Some(e) = &spec.on {
-                let prefix = Scope {
-                    rels: scope.rels[spec.chain..=level].to_vec(),
-                    hidden: Vec::new(),
-                    star: Vec::new(),
-                    merged: Vec::new(),
-                    outer: scope.outer,
-                };
-                let (b, t) = self
-                    .expr(e, &prefix, &mut ExprCtx::plain("JOIN conditions"))
-                    .map_err(|err| invalid_reference(err, &scope.rels[..spec.chain]))?;
-                on.push(self.boolean(b, t, "JOIN/ON")?);
+            for (first, e) in spec.on.iter().map(|e| (spec.chain, e)).chain(spec.inner_on.iter().map(|(f, e)| (*f, e)))
+            {
+                on.push(self.join_on(e, scope, first, level)?);
             }
             let names: Vec<(usize, String)> = star[chain_start..]
                 .iter()
@@ -358,6 +349,22 @@ impl Binder<'_> {
             scope.star = star;
         }
         Ok(join_rels)
+    }
+
+    /// A join condition, which sees the relations from `first` to `level`
+    /// (a reference to one before them is 42P01, as in PostgreSQL).
+    fn join_on(&mut self, e: &ast::Expr, scope: &Scope<'_>, first: usize, level: usize) -> Result<Expr> {
+        let prefix = Scope {
+            rels: scope.rels[first..=level].to_vec(),
+            hidden: Vec::new(),
+            star: Vec::new(),
+            merged: Vec::new(),
+            outer: scope.outer,
+        };
+        let (b, t) = self
+            .expr(e, &prefix, &mut ExprCtx::plain("JOIN conditions"))
+            .map_err(|err| invalid_reference(err, &scope.rels[..first]))?;
+        self.boolean(b, t, "JOIN/ON")
     }
 
     /// A FULL JOIN's merged USING column: COALESCE(left, right) in the
