@@ -27,7 +27,7 @@ pub fn parse_sql(sql: &str) -> Result<Vec<Statement>, ParserError> {
     if let Some(fetch) = parse_fetch(sql) {
         return fetch.map(|s| vec![s]);
     }
-    let first = parse_bounded(sql);
+    let first = parse_bounded(sql).and_then(no_fetch_into);
     if first.is_ok() {
         return first;
     }
@@ -99,6 +99,15 @@ fn parse_fetch(sql: &str) -> Option<Result<Statement, ParserError>> {
         return None;
     }
     Some(fetch_args(&body[1..], is_move))
+}
+
+/// sqlparser's FETCH ... INTO (not SQL's FETCH, which has no INTO) would
+/// read as a MOVE (see `parse_fetch`): a syntax error, as PostgreSQL's.
+fn no_fetch_into(stmts: Vec<Statement>) -> Result<Vec<Statement>, ParserError> {
+    if stmts.iter().any(|s| matches!(s, Statement::Fetch { into: Some(_), .. })) {
+        return Err(ParserError::ParserError("syntax error at or near \"INTO\"".into()));
+    }
+    Ok(stmts)
 }
 
 fn fetch_args(t: &[Token], is_move: bool) -> Result<Statement, ParserError> {
@@ -540,6 +549,17 @@ fn in_sequence_context(before: &[Token], clauses: &[Vec<Token>]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fetch_and_move_read_as_postgresql_does() {
+        let one = |sql: &str| parse_sql(sql).map(|mut v| v.remove(0).to_string());
+        assert_eq!(one("FETCH ABSOLUTE -1 FROM c").unwrap(), "FETCH ABSOLUTE -1 FROM c");
+        assert_eq!(one("fetch \"C\";").unwrap(), "FETCH NEXT FROM \"C\"");
+        assert_eq!(one("MOVE BACKWARD IN c").unwrap(), "FETCH BACKWARD IN c INTO move");
+        assert_eq!(one("FETCH -2 c").unwrap(), "FETCH -2 FROM c");
+        assert!(one("FETCH NEXT FROM c d").is_err());
+        assert!(parse_sql("FETCH NEXT FROM c INTO x; SELECT 1").is_err());
+    }
 
     #[test]
     fn pg_dump_order_parses() {
