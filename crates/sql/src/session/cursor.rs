@@ -36,6 +36,9 @@ struct Cursor {
     /// Declared in the open transaction: its rollback closes the cursor,
     /// WITH HOLD or not.
     pending: bool,
+    /// The savepoints of the block when it was declared: a ROLLBACK TO
+    /// one of them closes it.
+    depth: usize,
 }
 
 /// The session's open cursors.
@@ -51,6 +54,20 @@ impl Cursors {
         self.open.retain(|c| c.hold && (committed || !c.pending));
         for c in &mut self.open {
             c.pending = false;
+        }
+    }
+
+    /// ROLLBACK TO the savepoint at `depth` (0: the outermost) closes the
+    /// cursors declared after it, as PostgreSQL's subtransaction abort does.
+    pub(super) fn rolled_back_to(&mut self, depth: usize) {
+        self.open.retain(|c| !c.pending || c.depth <= depth);
+    }
+
+    /// RELEASE of the savepoint at `depth`: what was declared after it
+    /// now belongs to the savepoint before it.
+    pub(super) fn released(&mut self, depth: usize) {
+        for c in &mut self.open {
+            c.depth = c.depth.min(depth);
         }
     }
 }
@@ -184,7 +201,8 @@ impl Connection {
             None => Scroll::Unsaid,
         };
         let pending = self.block != Block::None;
-        self.cursors.open.push(Cursor { name, rows, pos: 0, scroll, hold, pending });
+        let depth = self.savepoint_depth();
+        self.cursors.open.push(Cursor { name, rows, pos: 0, scroll, hold, pending, depth });
         Ok(Utility::Done(CommandTag { tag: Tag::Plain("DECLARE CURSOR"), rows: 0 }))
     }
 
