@@ -194,6 +194,11 @@ impl Connection {
         if !ps.prepared.lock().modifying.is_empty() {
             return Err(SqlError::unsupported("DECLARE CURSOR over a data-modifying WITH"));
         }
+        // A utility statement gets no Bind values here (psycopg 3 binds a
+        // named cursor's parameters so).
+        if !ps.param_types().is_empty() {
+            return Err(SqlError::unsupported("DECLARE CURSOR with parameters"));
+        }
         let rows = self.query(&ps, &[])?;
         let scroll = match d.scroll {
             Some(true) => Scroll::Yes,
