@@ -440,6 +440,14 @@ impl Session {
                 Ok(())
             }
             Utility::Execute { stmt, params } => self.run_statement(&stmt, &params, Via::Prepared, None),
+            Utility::Rows { rows, tag } => {
+                let text = vec![0i16; rows.columns().len()];
+                self.wire.send(row_description(rows.columns(), &text));
+                let types: Vec<_> = rows.columns().iter().map(|c| c.ty).collect();
+                encode_rows(&mut self.wire.wbuf, rows.result_rows(), &[], &types, &mut self.scratch, None);
+                self.wire.command_complete(tag);
+                Ok(())
+            }
         }
     }
 }

@@ -18,13 +18,16 @@ use sqlparser::dialect::PostgreSqlDialect;
 use crate::dialect::PgDialect;
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
-use sqlparser::tokenizer::{Token, Tokenizer};
+use sqlparser::tokenizer::{Span, Token, Tokenizer};
 
 /// Statements of `sql`; `RecursionLimitExceeded` (54001) when an
 /// expression would be deeper than `depth::depth_limit()` (see depth.rs),
 /// decided on the tokens so that such a tree is never built.
 pub fn parse_sql(sql: &str) -> Result<Vec<Statement>, ParserError> {
-    let first = parse_bounded(sql);
+    if let Some(fetch) = parse_fetch(sql) {
+        return fetch.map(|s| vec![s]);
+    }
+    let first = parse_bounded(sql).and_then(no_fetch_into);
     if first.is_ok() {
         return first;
     }
@@ -72,6 +75,105 @@ pub fn unsupported_form(sql: &str) -> Option<&'static str> {
         Keyword::UPDATE if subscripted_target(body) => Some("subscripted assignment (UPDATE ... SET column[...])"),
         _ => None,
     }
+}
+
+/// A text of one FETCH or MOVE statement, read by PostgreSQL's grammar
+/// (gram.y's fetch_args): sqlparser requires FROM/IN and a direction and
+/// takes no signed counts (`ABSOLUTE -1`), and has no MOVE. The result is
+/// sqlparser's `Statement::Fetch`, counts kept signed in the number's
+/// text; a MOVE is the one with `into` set (SQL's FETCH has no INTO, so
+/// no FETCH text gives one). None when the text is not one FETCH/MOVE.
+fn parse_fetch(sql: &str) -> Option<Result<Statement, ParserError>> {
+    let tokens = Tokenizer::new(&PgDialect::default(), sql).tokenize().ok()?;
+    let tokens: Vec<Token> = tokens.into_iter().filter(|t| !matches!(t, Token::Whitespace(_))).collect();
+    let body = match tokens.split_last() {
+        Some((Token::SemiColon, body)) => body,
+        _ => &tokens[..],
+    };
+    let is_move = match body.first() {
+        Some(Token::Word(w)) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("move") => true,
+        Some(Token::Word(w)) if w.keyword == Keyword::FETCH => false,
+        _ => return None,
+    };
+    if body.iter().any(|t| matches!(t, Token::SemiColon)) {
+        return None;
+    }
+    Some(fetch_args(&body[1..], is_move))
+}
+
+/// sqlparser's FETCH ... INTO (not SQL's FETCH, which has no INTO) would
+/// read as a MOVE (see `parse_fetch`): a syntax error, as PostgreSQL's.
+fn no_fetch_into(stmts: Vec<Statement>) -> Result<Vec<Statement>, ParserError> {
+    if stmts.iter().any(|s| matches!(s, Statement::Fetch { into: Some(_), .. })) {
+        return Err(ParserError::ParserError("syntax error at or near \"INTO\"".into()));
+    }
+    Ok(stmts)
+}
+
+fn fetch_args(t: &[Token], is_move: bool) -> Result<Statement, ParserError> {
+    use sqlparser::ast::{FetchDirection as D, FetchPosition, Ident, ObjectName, Value};
+    let syntax = || ParserError::ParserError("syntax error in FETCH/MOVE".into());
+    let kw = |i: usize| match t.get(i) {
+        Some(Token::Word(w)) if w.quote_style.is_none() => w.keyword,
+        _ => Keyword::NoKeyword,
+    };
+    // A signed integer at i: its text and the tokens it took.
+    let signed = |i: usize| -> Option<(String, usize)> {
+        let (sign, k) = match t.get(i) {
+            Some(Token::Minus) => ("-", i + 1),
+            Some(Token::Plus) => ("", i + 1),
+            _ => ("", i),
+        };
+        match t.get(k) {
+            Some(Token::Number(n, false)) if n.bytes().all(|b| b.is_ascii_digit()) => {
+                Some((format!("{sign}{n}"), k + 1 - i))
+            }
+            _ => None,
+        }
+    };
+    let num = |s: String| Value::Number(s, false).with_empty_span();
+    let (direction, mut i) = match kw(0) {
+        Keyword::NEXT => (D::Next, 1),
+        Keyword::PRIOR => (D::Prior, 1),
+        Keyword::FIRST => (D::First, 1),
+        Keyword::LAST => (D::Last, 1),
+        Keyword::ALL => (D::All, 1),
+        Keyword::ABSOLUTE | Keyword::RELATIVE => {
+            let (n, used) = signed(1).ok_or_else(syntax)?;
+            let limit = num(n);
+            (if kw(0) == Keyword::ABSOLUTE { D::Absolute { limit } } else { D::Relative { limit } }, 1 + used)
+        }
+        Keyword::FORWARD | Keyword::BACKWARD => {
+            let forward = kw(0) == Keyword::FORWARD;
+            match (kw(1), signed(1)) {
+                (Keyword::ALL, _) => (if forward { D::ForwardAll } else { D::BackwardAll }, 2),
+                (_, Some((n, used))) => {
+                    let limit = Some(num(n));
+                    (if forward { D::Forward { limit } } else { D::Backward { limit } }, 1 + used)
+                }
+                _ => (if forward { D::Forward { limit: None } } else { D::Backward { limit: None } }, 1),
+            }
+        }
+        _ => match signed(0) {
+            Some((n, used)) => (D::Count { limit: num(n) }, used),
+            None => (D::Next, 0),
+        },
+    };
+    let position = match kw(i) {
+        Keyword::IN => FetchPosition::In,
+        _ => FetchPosition::From,
+    };
+    if matches!(kw(i), Keyword::FROM | Keyword::IN) {
+        i += 1;
+    }
+    let name = match t.get(i) {
+        Some(Token::Word(w)) if i + 1 == t.len() => {
+            Ident { value: w.value.clone(), quote_style: w.quote_style, span: Span::empty() }
+        }
+        _ => return Err(syntax()),
+    };
+    let into = is_move.then(|| ObjectName::from(vec![Ident::new("move")]));
+    Ok(Statement::Fetch { name, direction, position, into })
 }
 
 /// Whether an UPDATE's SET list has a target followed by `[`: a column
@@ -447,6 +549,17 @@ fn in_sequence_context(before: &[Token], clauses: &[Vec<Token>]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fetch_and_move_read_as_postgresql_does() {
+        let one = |sql: &str| parse_sql(sql).map(|mut v| v.remove(0).to_string());
+        assert_eq!(one("FETCH ABSOLUTE -1 FROM c").unwrap(), "FETCH ABSOLUTE -1 FROM c");
+        assert_eq!(one("fetch \"C\";").unwrap(), "FETCH NEXT FROM \"C\"");
+        assert_eq!(one("MOVE BACKWARD IN c").unwrap(), "FETCH BACKWARD IN c INTO move");
+        assert_eq!(one("FETCH -2 c").unwrap(), "FETCH -2 FROM c");
+        assert!(one("FETCH NEXT FROM c d").is_err());
+        assert!(parse_sql("FETCH NEXT FROM c INTO x; SELECT 1").is_err());
+    }
 
     #[test]
     fn pg_dump_order_parses() {

@@ -190,6 +190,9 @@ fn refused_constructs_name_themselves() {
         ("SELECT generate_series(1, 2), generate_series(1, 3) FROM t", "several different set-returning functions"),
         ("SELECT *, generate_series(1, 2) FROM t", "a set-returning function beside *"),
         ("SELECT *, unnest(ARRAY[v]) FROM t", "a set-returning function beside *"),
+        // A cursor's rows are kept at DECLARE: none are locked, none fetched in binary.
+        ("DECLARE cu CURSOR WITH HOLD FOR SELECT id FROM t FOR UPDATE", "FOR UPDATE/SHARE"),
+        ("DECLARE cb BINARY CURSOR WITH HOLD FOR SELECT 1", "BINARY"),
     ] {
         let e = conn.execute_sql(sql).unwrap_err();
         assert_eq!(e.sqlstate, "0A000", "{sql}: {e:?}");

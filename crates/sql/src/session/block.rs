@@ -332,6 +332,7 @@ impl Connection {
     /// for it. Read-only transactions log nothing and skip the lookup.
     pub(super) fn commit_txn(&mut self) -> Result<Option<CommitInfo>> {
         if self.open_txn().is_none() {
+            self.cursors.end_txn(true);
             return Ok(None);
         }
         if !self.temp.on_commit.is_empty()
@@ -353,6 +354,7 @@ impl Connection {
         if committed.is_ok() {
             self.temp.committed = self.temp.on_commit.len();
         }
+        self.cursors.end_txn(matches!(&committed, Ok(info) if !info.rolled_back));
         for p in &mut self.participants {
             match &committed {
                 Ok(info) if !info.rolled_back => p.after_commit(),
@@ -371,6 +373,7 @@ impl Connection {
     }
 
     fn rollback_local(&mut self) {
+        self.cursors.end_txn(false);
         if let Some(t) = self.txn.as_mut() {
             t.rollback_in_place();
         }

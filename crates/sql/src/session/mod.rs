@@ -31,6 +31,7 @@ use crate::value;
 
 mod block;
 mod cache;
+mod cursor;
 mod prepared;
 mod rows;
 mod savepoint;
@@ -99,6 +100,8 @@ pub struct Connection {
     savepoints: Vec<savepoint::Named>,
     /// Temporary tables: the session's schema and ON COMMIT actions (session/temp.rs).
     temp: temp::Temp,
+    /// Open SQL cursors (session/cursor.rs).
+    cursors: cursor::Cursors,
 }
 
 /// Statements whose result buffers a connection keeps.
@@ -146,6 +149,7 @@ impl Connection {
             warnings: Vec::new(),
             cache: None,
             temp: temp::Temp::new(),
+            cursors: cursor::Cursors::default(),
         }
         .with_temp_schema()
         .with_commit_mode_setting()
@@ -383,11 +387,14 @@ impl Connection {
             }
         };
         match utility {
-            Utility::Done(tag) => Ok(ExecResult { tag: tag.to_string(), rows_affected: 0, rows: None }),
+            Utility::Done(tag) => Ok(ExecResult { tag: tag.to_string(), rows_affected: tag.rows(), rows: None }),
             Utility::Execute { stmt, params } => match stmt.kind() {
                 StmtKind::Sql(ps) => self.run_to_result(ps, &params),
                 _ => Err(SqlError::unsupported("EXECUTE of this statement")),
             },
+            Utility::Rows { rows, tag } => {
+                Ok(ExecResult { tag: tag.to_string(), rows_affected: tag.rows(), rows: Some(rows) })
+            }
         }
     }
 

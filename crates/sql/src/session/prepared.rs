@@ -42,6 +42,8 @@ pub enum Utility {
     /// EXECUTE: run `stmt` with `params` (the arguments evaluated and cast
     /// to its parameter types), as [`Via::Prepared`](super::Via::Prepared).
     Execute { stmt: Arc<Stmt>, params: Vec<Value> },
+    /// FETCH: the cursor's rows, sent as a query's are.
+    Rows { rows: super::Rows, tag: CommandTag },
 }
 
 impl Connection {
@@ -292,19 +294,31 @@ impl Connection {
                 }
                 done("DEALLOCATE")
             }
+            Statement::Declare { stmts } => self.declare_cursor(stmts),
+            Statement::Fetch { name, direction, into, .. } => self.fetch_cursor(name, direction, into.is_some()),
+            Statement::Close { cursor } => self.close_cursor(cursor),
             other => Err(SqlError::unsupported(other.to_string())),
         }
     }
 }
 
 /// PREPARE, EXECUTE and DEALLOCATE: statements about the session's named
-/// statements, run by [`Connection::utility`], never bound.
+/// statements, and DECLARE, FETCH/MOVE and CLOSE about its cursors; run
+/// by [`Connection::utility`], never bound.
 pub(super) fn is_utility(ast: &Statement) -> bool {
-    matches!(ast, Statement::Prepare { .. } | Statement::Execute { .. } | Statement::Deallocate { .. })
+    matches!(
+        ast,
+        Statement::Prepare { .. }
+            | Statement::Execute { .. }
+            | Statement::Deallocate { .. }
+            | Statement::Declare { .. }
+            | Statement::Fetch { .. }
+            | Statement::Close { .. }
+    )
 }
 
 /// An SQL identifier as PostgreSQL folds it (unquoted: lower case).
-fn ident_name(i: &sqlparser::ast::Ident) -> String {
+pub(super) fn ident_name(i: &sqlparser::ast::Ident) -> String {
     if i.quote_style.is_some() { i.value.clone() } else { i.value.to_lowercase() }
 }
 

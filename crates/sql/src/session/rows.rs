@@ -33,6 +33,10 @@ impl Rows {
     pub fn iter(&self) -> impl Iterator<Item = Row<'_>> {
         (0..self.buf.rows).map(|i| Row { columns: &self.columns, values: self.buf.row(i) })
     }
+    /// The rows lent as [`Connection::execute_with`](super::Connection::execute_with) lends them.
+    pub fn result_rows(&self) -> ResultRows<'_> {
+        ResultRows { values: &self.buf.values, width: self.buf.width, rows: self.buf.rows }
+    }
 }
 
 /// One result row: values by position or by column name.

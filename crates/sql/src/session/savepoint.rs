@@ -4,6 +4,7 @@
 //! and the settings as they were at each savepoint: ROLLBACK TO restores
 //! SET, SET LOCAL and set_config() made after it, as PostgreSQL's GUC
 //! nesting does (the copy shares the settings' maps until one is written).
+//! ROLLBACK TO closes the cursors declared after the savepoint.
 
 use pgtier_engine::Transaction;
 
@@ -61,6 +62,7 @@ impl Connection {
             }
             TxnCommand::RollbackTo(_) => {
                 t.rollback_to_savepoint(depth)?;
+                self.cursors.rolled_back_to(depth);
                 self.savepoints.truncate(depth + 1);
                 if let Some(sp) = self.savepoints.last() {
                     self.settings = sp.settings.clone();
@@ -69,6 +71,7 @@ impl Connection {
             }
             TxnCommand::Release(_) => {
                 t.release_savepoint(depth)?;
+                self.cursors.released(depth);
                 self.savepoints.truncate(depth);
             }
             TxnCommand::Begin | TxnCommand::Commit | TxnCommand::Rollback => {}
