@@ -119,3 +119,31 @@ fn ready_for_query_status_follows_rollback_to() {
     // The first I answers the startup.
     assert_eq!(statuses, "ITTEETTI");
 }
+
+/// Cursors over the wire: DECLARE and FETCH as simple queries, MOVE over
+/// the extended protocol (no rows), and a FETCH over the extended protocol
+/// refused with 0A000 (its columns are not known at Describe) rather than
+/// rows the client was told would not come.
+#[test]
+fn cursors_over_the_simple_protocol_and_fetch_refused_over_the_extended_one() {
+    let srv = common::start();
+    let mut c = srv.client();
+    let text = |m: Vec<postgres::SimpleQueryMessage>| -> Vec<String> {
+        m.iter()
+            .filter_map(|m| match m {
+                postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_owned),
+                _ => None,
+            })
+            .collect()
+    };
+    c.batch_execute("BEGIN; DECLARE c SCROLL CURSOR FOR SELECT g FROM generate_series(1, 5) g").unwrap();
+    assert_eq!(text(c.simple_query("FETCH 2 FROM c").unwrap()), ["1", "2"]);
+    let e = c.query("FETCH 1 FROM c", &[]).unwrap_err();
+    assert_eq!(e.code().map(|s| s.code()), Some("0A000"), "{e}");
+    c.batch_execute("ROLLBACK").unwrap();
+    c.batch_execute("BEGIN; DECLARE c SCROLL CURSOR FOR SELECT g FROM generate_series(1, 5) g").unwrap();
+    assert_eq!(text(c.simple_query("FETCH 2 FROM c").unwrap()), ["1", "2"]);
+    c.execute("MOVE 1 IN c", &[]).unwrap();
+    assert_eq!(text(c.simple_query("FETCH BACKWARD ALL FROM c").unwrap()), ["2", "1"]);
+    c.batch_execute("COMMIT").unwrap();
+}

@@ -184,6 +184,15 @@ impl Session {
                 Ok(())
             }
             StmtKind::Copy(ast) => self.copy(ast, true),
+            // A FETCH's columns are its cursor's, which Describe does not
+            // know yet: refused before it moves the cursor, rather than
+            // rows the client was told would not come (MOVE has none).
+            StmtKind::Utility(ast) if matches!(**ast, sqlparser::ast::Statement::Fetch { into: None, .. }) => {
+                Err(SqlError::new(
+                    "0A000",
+                    "FETCH over the extended query protocol is not supported; send it as a simple query",
+                ))
+            }
             StmtKind::Utility(ast) => self.utility(ast),
             StmtKind::Cache(statement) => self.cache_statement(statement),
             StmtKind::Foreign(_) => self.remote_execute(remote(&stmt)?, portal, max_rows),
