@@ -110,7 +110,18 @@ fn setup(db: &Database) {
 
 /// Child: run transfers until killed, printing `ACK txn worker src dst amount commit_ts ms`.
 fn child(dir: &Path, mode: CommitMode) {
-    let db = Database::open(dir, config(mode, true)).unwrap();
+    // The parent's check of the last round closed its handle just before;
+    // on a loaded machine (CI once ran two suites at once) this open met
+    // the directory still locked. A lock still held after seconds fails.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let db = loop {
+        match Database::open(dir, config(mode, true)) {
+            Err(pgtier_engine::EngineError::DirectoryInUse { .. }) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            opened => break opened.unwrap(),
+        }
+    };
     setup(&db);
     let cat = db.catalog();
     let acct = cat.table_by_name("acct").unwrap().id;
