@@ -289,6 +289,13 @@ fn assert_pg_ids(pg: &mut postgres::Client, expected: &BTreeSet<i32>, side: &str
     );
 }
 
+/// PostgreSQL once write-through has drained: its counters are `local`'s.
+fn drained(backend: &str, local: &[(i32, i32)], timeout: Duration) -> postgres::Client {
+    let mut pg = pgtier_backend::connect(backend).unwrap();
+    wait_for("write-through to drain", timeout, || counters(&mut pg) == local);
+    pg
+}
+
 fn backend_tables(name: &str) -> String {
     tables_in(pgtier_backend::shared_cluster().expect("private PostgreSQL"), name)
 }
@@ -446,8 +453,7 @@ fn failover_rounds(mode: &str) {
     assert_counters_match_rows(&mut c, "final active");
     // PostgreSQL after write-through drains: exactly the final active.
     let local = counters(&mut c);
-    let mut pg = pgtier_backend::connect(&backend).unwrap();
-    wait_for("write-through to drain", Duration::from_secs(120), || counters(&mut pg) == local);
+    let mut pg = drained(&backend, &local, Duration::from_secs(120));
     assert_pg_ids(&mut pg, &present, "the final active");
     assert_counters_match_rows(&mut pg, "PostgreSQL");
     let mut detect: Vec<u128> = results.iter().map(|r| r.detect.as_millis()).collect();
@@ -618,8 +624,7 @@ fn partition(mode: &str) {
     let mut c = connect(&b.url());
     assert_counters_match_rows(&mut c, "new active");
     let local = counters(&mut c);
-    let mut pg = pgtier_backend::connect(&backend).unwrap();
-    wait_for("write-through to drain", Duration::from_secs(60), || counters(&mut pg) == local);
+    let mut pg = drained(&backend, &local, Duration::from_secs(60));
     assert_pg_ids(&mut pg, &ids(&mut c), "the new active");
     assert_counters_match_rows(&mut pg, "PostgreSQL");
     // Restarted, the old active may not be the active again: the other
@@ -676,8 +681,7 @@ fn a_switchover_hands_the_writes_over_without_loss() {
     let e = admin.simple_query("SELECT pgtier_switchover()").unwrap_err();
     assert_eq!(e.code().map(|c| c.code()), Some("55000"), "{e}");
     let local = counters(&mut c);
-    let mut pg = pgtier_backend::connect(&backend).unwrap();
-    wait_for("write-through to drain", Duration::from_secs(60), || counters(&mut pg) == local);
+    let mut pg = drained(&backend, &local, Duration::from_secs(60));
     assert_pg_ids(&mut pg, &present, "the active");
 }
 
@@ -724,8 +728,7 @@ fn postgres_down_during_a_failover_delays_it_and_loses_nothing() {
     assert!(all.is_subset(&present));
     assert_counters_match_rows(&mut c, "new active");
     let local = counters(&mut c);
-    let mut pg = pgtier_backend::connect(&backend).unwrap();
-    wait_for("write-through to drain", Duration::from_secs(60), || counters(&mut pg) == local);
+    let mut pg = drained(&backend, &local, Duration::from_secs(60));
     assert_pg_ids(&mut pg, &present, "the active");
     assert_counters_match_rows(&mut pg, "PostgreSQL");
 }
@@ -740,13 +743,7 @@ fn a_kill_right_after_the_first_write_through_commits_loses_nothing() {
     let backend = backend_tables("cli_failover_early_kill");
     let tmp = tempfile::tempdir().unwrap();
     let (mut a, b) = ready_pair(tmp.path(), &backend, "foearly", "sync", false);
-    let mut c = connect(&a.url());
-    for n in 1..=20 {
-        c.batch_execute(&format!(
-            "BEGIN; INSERT INTO events VALUES ({n}, 0, 'x'); UPDATE counters SET n = n + 1 WHERE w = 0; COMMIT"
-        ))
-        .unwrap();
-    }
+    write_ids(&a, 1..=20);
     a.kill(libc::SIGKILL);
     let mut watch = connect(&b.url());
     wait_for("the standby to promote", Duration::from_secs(30), || {
@@ -756,8 +753,7 @@ fn a_kill_right_after_the_first_write_through_commits_loses_nothing() {
     let present = ids(&mut c);
     assert_eq!(present, (1..=20).collect::<BTreeSet<i32>>(), "sync mode: acknowledged commits missing");
     let local = counters(&mut c);
-    let mut pg = pgtier_backend::connect(&backend).unwrap();
-    wait_for("write-through to drain", Duration::from_secs(60), || counters(&mut pg) == local);
+    let mut pg = drained(&backend, &local, Duration::from_secs(60));
     assert_pg_ids(&mut pg, &present, "the promoted standby");
 }
 
@@ -961,8 +957,7 @@ fn an_old_active_rejoins_without_a_reseed_unless_its_history_differs() {
     let present = ids(&mut c);
     assert_eq!(present, (1..=100).collect::<BTreeSet<i32>>(), "commits missing after the rejoin and takeover");
     let local = counters(&mut c);
-    let mut pg = pgtier_backend::connect(&backend).unwrap();
-    wait_for("write-through to drain", Duration::from_secs(60), || counters(&mut pg) == local);
+    let mut pg = drained(&backend, &local, Duration::from_secs(60));
     assert_pg_ids(&mut pg, &present, "the active");
     // Diverged: b is gone, a (async) commits alone, then dies; b comes back,
     // takes over and commits others at the same positions.

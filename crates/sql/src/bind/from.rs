@@ -75,16 +75,7 @@ impl Binder<'_> {
         if let Some(t) = target {
             offset = t.table.columns.len();
             rels.push(t);
-            joins.push(JoinSpec {
-                chain: 0,
-                left: false,
-                on: None,
-                using: Vec::new(),
-                natural: false,
-                right: false,
-                full: false,
-                inner_on: Vec::new(),
-            });
+            joins.push(join_spec(0, false, false, false, None));
         }
         for twj in from {
             let chain = rels.len();
@@ -104,16 +95,7 @@ impl Binder<'_> {
             }
             first => {
                 self.add_from_item(first, from.rels, from.offset, from.has_target, from.outer)?;
-                from.joins.push(JoinSpec {
-                    chain,
-                    left: false,
-                    on: None,
-                    using: Vec::new(),
-                    natural: false,
-                    right: false,
-                    full: false,
-                    inner_on: Vec::new(),
-                });
+                from.joins.push(join_spec(chain, false, false, false, None));
             }
         }
         for j in &twj.joins {
