@@ -131,7 +131,7 @@ impl Layout {
         let conf_path = self.data_dir.join(PGTIER_CONF);
         write_owned(&conf_path, &self.conf_text(start)?, run_as)?;
         let hba_path = self.data_dir.join("pg_hba.conf");
-        write_owned(&hba_path, &hba_text(start.password_required), run_as)
+        write_owned(&hba_path, &hba_text(start.password_required, start.client_networks)?, run_as)
     }
 
     fn ensure_include_line(&self) -> Result<(), HarnessError> {
@@ -286,11 +286,12 @@ pub(crate) struct StartConfig<'a> {
     pub fsync: bool,
     pub password_required: bool,
     pub settings: &'a [(String, String)],
+    pub client_networks: &'a [String],
 }
 
-fn hba_text(password_required: bool) -> String {
+fn hba_text(password_required: bool, client_networks: &[String]) -> Result<String, HarnessError> {
     let method = if password_required { "scram-sha-256" } else { "trust" };
-    format!(
+    let mut text = format!(
         "# Written by pgtier-backend at every start; edits here are lost.\n\
          # The Unix socket is reachable only by the cluster owner and root.\n\
          local   all          all                   trust\n\
@@ -299,7 +300,18 @@ fn hba_text(password_required: bool) -> String {
          host    replication  all   127.0.0.1/32    {method}\n\
          host    all          all   ::1/128         {method}\n\
          host    replication  all   ::1/128         {method}\n"
-    )
+    );
+    for network in client_networks {
+        let valid = network.split_once('/').is_some_and(|(addr, bits)| {
+            addr.parse::<std::net::IpAddr>().is_ok() && bits.parse::<u8>().is_ok_and(|b| b <= 128)
+        });
+        if !valid {
+            return Err(HarnessError::InvalidOption(format!("client network {network:?} is not an address/bits CIDR")));
+        }
+        text.push_str(&format!("host    all          all   {network}    {method}\n"));
+        text.push_str(&format!("host    replication  all   {network}    {method}\n"));
+    }
+    Ok(text)
 }
 
 fn conf_line(name: &str, value: &str) -> Result<String, HarnessError> {
@@ -417,6 +429,16 @@ mod tests {
         assert_eq!(conf_line("application_name", "it's a\\b").unwrap(), "application_name = 'it''s a\\\\b'");
         assert!(conf_line("bad name", "x").is_err());
         assert!(conf_line("x", "a\nb").is_err());
+    }
+
+    #[test]
+    fn client_networks_get_host_lines_and_must_be_cidrs() {
+        let text = hba_text(false, &["10.213.4.2/32".to_owned()]).unwrap();
+        assert!(text.contains("host    all          all   10.213.4.2/32    trust\n"), "{text}");
+        assert!(text.contains("host    replication  all   10.213.4.2/32    trust\n"), "{text}");
+        for bad in ["10.213.4.2", "all", "10.0.0.0/8 trust\nhost all all 0.0.0.0/0", "10.0.0.0/200"] {
+            assert!(hba_text(false, &[bad.to_owned()]).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -68,6 +68,11 @@ pub struct ClusterOptions {
     /// ([`crate::memory_limit`]); where no cgroup can be made the server
     /// runs unlimited and [`PrivateCluster::memory_limit`] says why.
     pub memory_limit: Option<u64>,
+    /// Networks (CIDR, e.g. "10.213.0.0/30") that may connect over TCP
+    /// besides loopback, with the same authentication; the server must
+    /// also listen there (`listen_addresses` in `settings`). Tests that put
+    /// a client in a network namespace need it.
+    pub client_networks: Vec<String>,
 }
 
 /// By hand: the password is shown only as present or absent.
@@ -80,6 +85,7 @@ impl std::fmt::Debug for ClusterOptions {
             .field("password", &redact_password(&self.password))
             .field("settings", &self.settings)
             .field("memory_limit", &self.memory_limit)
+            .field("client_networks", &self.client_networks)
             .finish()
     }
 }
@@ -196,6 +202,7 @@ impl PrivateCluster {
                 fsync: options.fsync,
                 password_required: options.password.is_some(),
                 settings: &settings,
+                client_networks: &options.client_networks,
             };
             layout.write_config(&start, &run_as)?;
             match spawn_and_wait(&bin_dir, &run_as, &layout, port) {

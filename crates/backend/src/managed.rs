@@ -205,8 +205,13 @@ pub fn start(options: &ManagedOptions) -> Result<ManagedStart, HarnessError> {
             Some(port) => port,
             None => cluster::pick_free_port()?,
         };
-        let start =
-            StartConfig { port, fsync: options.fsync, password_required: password.is_some(), settings: &settings };
+        let start = StartConfig {
+            port,
+            fsync: options.fsync,
+            password_required: password.is_some(),
+            settings: &settings,
+            client_networks: &[],
+        };
         managed.layout.write_config(&start, &managed.run_as)?;
         let timeout = PG_CTL_TIMEOUT_S.to_string();
         let log_file = path_arg(&managed.layout.log_file)?;
