@@ -102,31 +102,27 @@ fn drained(client: &mut Client) {
     }
 }
 
-fn populate(pg: &mut Client) {
+/// TATP's tables holding subscribers `lo..=hi`.
+fn populate(pg: &mut Client, lo: i32, hi: i32) {
     pg.batch_execute(&pgtier_bench::tatp::schema::create_tables(true)).unwrap();
-    let n = PER * 3;
     pg.batch_execute(&format!(
         "INSERT INTO subscriber (s_id, sub_nbr, bit_1, msc_location, vlr_location)
-             SELECT g, lpad(g::text, 15, '0'), g % 2, g * 7, g * 11 FROM generate_series(1, {n}) g;
-         INSERT INTO access_info (s_id, ai_type, data1, data3) SELECT g, t, g % 255, 'abc' FROM generate_series(1, {n}) g, generate_series(1, 2) t;
-         INSERT INTO special_facility (s_id, sf_type, is_active, data_b) SELECT g, t, 1, 'xyz' FROM generate_series(1, {n}) g, generate_series(1, 2) t;
+             SELECT g, lpad(g::text, 15, '0'), g % 2, g * 7, g * 11 FROM generate_series({lo}, {hi}) g;
+         INSERT INTO access_info (s_id, ai_type, data1, data3) SELECT g, t, g % 255, 'abc' FROM generate_series({lo}, {hi}) g, generate_series(1, 2) t;
+         INSERT INTO special_facility (s_id, sf_type, is_active, data_b) SELECT g, t, 1, 'xyz' FROM generate_series({lo}, {hi}) g, generate_series(1, 2) t;
          INSERT INTO call_forwarding (s_id, sf_type, start_time, end_time, numberx)
-             SELECT g, 1, 8, 16, lpad(g::text, 15, '0') FROM generate_series(1, {n}) g;"
+             SELECT g, 1, 8, 16, lpad(g::text, 15, '0') FROM generate_series({lo}, {hi}) g;"
     ))
     .unwrap();
 }
 
-#[test]
-fn three_nodes_over_one_postgres() {
-    let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
-    let backend = cluster.create_database(&format!("partitions_{}", std::process::id())).unwrap();
-    let mut pg = pgtier_backend::connect(&backend).unwrap();
-    populate(&mut pg);
-    let dir = tempfile::tempdir().unwrap();
-    let configs: Vec<_> = NODES
+/// `pgtier serve` configs for the three nodes, node i over `backends[i]`.
+fn node_configs(dir: &std::path::Path, backends: &[String]) -> Vec<std::path::PathBuf> {
+    NODES
         .iter()
-        .map(|node| {
-            let config = dir.path().join(format!("{node}.toml"));
+        .zip(backends)
+        .map(|(node, backend)| {
+            let config = dir.join(format!("{node}.toml"));
             std::fs::write(
                 &config,
                 format!(
@@ -137,13 +133,13 @@ fn three_nodes_over_one_postgres() {
             .unwrap();
             config
         })
-        .collect();
-    let mut nodes: Vec<Served> = configs.iter().map(|c| serve(c)).collect();
-    let mut clients: Vec<Client> = nodes.iter().map(|n| connect(&n.addr)).collect();
-    let addr: Vec<String> = nodes.iter().map(|n| n.addr.clone()).collect();
+        .collect()
+}
 
-    // Declared once, on any node; each node reads it when it creates the group.
-    clients[0]
+/// The partition map over the nodes' addresses, declared through `client`
+/// (stored in that node's PostgreSQL).
+fn declare_map(client: &mut Client, addr: &[String]) {
+    client
         .batch_execute(&format!(
             "ALTER CACHE GROUP tatp PARTITION BY RANGE (s_id) NODES (n1 '{}' TO {}, n2 '{}' TO {}, n3 '{}')",
             addr[0],
@@ -153,6 +149,33 @@ fn three_nodes_over_one_postgres() {
             addr[2]
         ))
         .unwrap();
+}
+
+/// Creates and loads the group on `client`'s node: only its range.
+fn create_and_load(client: &mut Client) {
+    client
+        .batch_execute(
+            "CREATE DYNAMIC AWT CACHE GROUP tatp FROM subscriber, access_info, special_facility, call_forwarding",
+        )
+        .unwrap();
+    let loaded = client.execute("LOAD CACHE GROUP tatp", &[]).unwrap();
+    assert_eq!(loaded, u64::try_from(PER).unwrap());
+}
+
+#[test]
+fn three_nodes_over_one_postgres() {
+    let cluster = pgtier_backend::shared_cluster().expect("private PostgreSQL");
+    let backend = cluster.create_database(&format!("partitions_{}", std::process::id())).unwrap();
+    let mut pg = pgtier_backend::connect(&backend).unwrap();
+    populate(&mut pg, 1, 3 * PER);
+    let dir = tempfile::tempdir().unwrap();
+    let configs = node_configs(dir.path(), &[backend.clone(), backend.clone(), backend.clone()]);
+    let mut nodes: Vec<Served> = configs.iter().map(|c| serve(c)).collect();
+    let mut clients: Vec<Client> = nodes.iter().map(|n| connect(&n.addr)).collect();
+    let addr: Vec<String> = nodes.iter().map(|n| n.addr.clone()).collect();
+
+    // Declared once, on any node; each node reads it when it creates the group.
+    declare_map(&mut clients[0], &addr);
     let map: Vec<(String, Option<i64>, Option<i64>)> = pg
         .query("SELECT node, lo, hi FROM pgtier.node_partitions WHERE grp = 'tatp' ORDER BY node", &[])
         .unwrap()
@@ -161,14 +184,8 @@ fn three_nodes_over_one_postgres() {
         .collect();
     assert_eq!(map[1], ("n2".to_owned(), Some(i64::from(PER) + 1), Some(2 * i64::from(PER) + 1)));
     for client in &mut clients {
-        client
-            .batch_execute(
-                "CREATE DYNAMIC AWT CACHE GROUP tatp FROM subscriber, access_info, special_facility, call_forwarding",
-            )
-            .unwrap();
         // LOAD takes only this node's range.
-        let loaded = client.execute("LOAD CACHE GROUP tatp", &[]).unwrap();
-        assert_eq!(loaded, u64::try_from(PER).unwrap());
+        create_and_load(client);
     }
 
     // Routed reads equal PostgreSQL's.
@@ -285,6 +302,102 @@ fn three_nodes_over_one_postgres() {
     let rows: i64 = pg.query_one("SELECT count(*) FROM call_forwarding WHERE numberx = 'routed'", &[]).unwrap().get(0);
     // TATP's DELETE_CALL_FORWARDING may have taken some of them since.
     assert!(rows > 0 && rows < i64::from(3 * PER / 5), "{rows} routed inserts in PostgreSQL");
+    drop(clients);
+    drop(nodes);
+}
+
+/// Issue 35 item 8's shape of Citus: three PostgreSQL clusters stand for
+/// three workers, each holding one range of subscribers as plain tables
+/// (its shard), each behind its own pgtier node. The map is declared on
+/// every node (each stores it in its own PostgreSQL); routed TATP runs
+/// over them; one cluster stopped with `-m immediate` takes only its
+/// node's write-through away (the node goes on committing, the others
+/// drain as before); back, every cluster equals its node's cache and holds
+/// no row of another range.
+#[test]
+fn three_shards_each_behind_its_own_node() {
+    let clusters: Vec<_> = (0..3)
+        .map(|_| pgtier_backend::PrivateCluster::start(pgtier_backend::ClusterOptions::default()).unwrap())
+        .collect();
+    let mut clusters = clusters;
+    let backends: Vec<String> = clusters.iter().map(|c| c.create_database("shard").unwrap()).collect();
+    let mut shards: Vec<Client> = backends.iter().map(|b| pgtier_backend::connect(b).unwrap()).collect();
+    for (i, shard) in shards.iter_mut().enumerate() {
+        let lo = i32::try_from(i).unwrap() * PER + 1;
+        populate(shard, lo, lo + PER - 1);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let configs = node_configs(dir.path(), &backends);
+    let nodes: Vec<Served> = configs.iter().map(|c| serve(c)).collect();
+    let mut clients: Vec<Client> = nodes.iter().map(|n| connect(&n.addr)).collect();
+    let addr: Vec<String> = nodes.iter().map(|n| n.addr.clone()).collect();
+    for client in &mut clients {
+        declare_map(client, &addr);
+        create_and_load(client);
+    }
+
+    // Routed reads equal the owning shard's; another range is refused,
+    // naming its node.
+    for s_id in [1, PER, PER + 1, 2 * PER, 2 * PER + 1, 3 * PER] {
+        let o = owner(s_id);
+        assert_eq!(instance(&mut clients[o], s_id), instance(&mut shards[o], s_id), "s_id {s_id}");
+    }
+    let (code, message, _) = refused(&mut clients[0], &format!("SELECT * FROM subscriber WHERE s_id = {}", PER + 1));
+    assert_eq!(code, "0AP01", "{message}");
+    assert!(message.contains("\"n2\"") && message.contains(&addr[1]), "{message}");
+
+    // Routed writes, then routed TATP (the map read from the first shard).
+    for s_id in 1..=3 * PER {
+        clients[owner(s_id)]
+            .execute("UPDATE subscriber SET vlr_location = $1 WHERE s_id = $2", &[&i64::from(s_id * 5), &s_id])
+            .unwrap();
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_pgtier"))
+        .args(["bench", "tatp", "--url", &format!("postgresql://app@{}/app", addr[0]), "--shard-map", &backends[0]])
+        .args(["--subscribers", &(3 * PER).to_string(), "--threads", "2", "--duration", "1"])
+        .args(["--ramp-up", "0.2", "--ramp-down", "0.1"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    for node in ["node n1", "node n2", "node n3"] {
+        assert!(stdout.contains(node), "{node}: {stdout}");
+    }
+
+    // The second shard's PostgreSQL stops hard: its node still commits
+    // (write-through waits), the other two propagate as before.
+    clusters[1].stop_immediate().unwrap();
+    for s_id in [5, PER + 5, 2 * PER + 5] {
+        clients[owner(s_id)].execute("UPDATE subscriber SET msc_location = -1 WHERE s_id = $1", &[&s_id]).unwrap();
+    }
+    for i in [0, 2] {
+        drained(&mut clients[i]);
+        let v: i64 = shards[i]
+            .query_one("SELECT msc_location FROM subscriber WHERE s_id = $1", &[&(i32::try_from(i).unwrap() * PER + 5)])
+            .unwrap()
+            .get(0);
+        assert_eq!(v, -1, "shard {i} got its node's write while another shard was down");
+    }
+    clusters[1].restart().unwrap();
+    shards[1] = pgtier_backend::connect(&backends[1]).unwrap();
+    for client in &mut clients {
+        drained(client);
+    }
+    // Every shard equals its node's cache and holds only its range.
+    for s_id in 1..=3 * PER {
+        let o = owner(s_id);
+        let cached = instance(&mut clients[o], s_id);
+        assert!(!cached.is_empty());
+        assert_eq!(cached, instance(&mut shards[o], s_id), "s_id {s_id}");
+    }
+    for (i, shard) in shards.iter_mut().enumerate() {
+        let lo = i32::try_from(i).unwrap() * PER + 1;
+        let outside: i64 = shard
+            .query_one("SELECT count(*) FROM subscriber WHERE s_id NOT BETWEEN $1 AND $2", &[&lo, &(lo + PER - 1)])
+            .unwrap()
+            .get(0);
+        assert_eq!(outside, 0, "shard {i} holds another range's subscribers");
+    }
     drop(clients);
     drop(nodes);
 }
