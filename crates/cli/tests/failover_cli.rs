@@ -563,7 +563,7 @@ fn failover_rounds(mode: &str) {
     detect.sort_unstable();
     promote.sort_unstable();
     eprintln!(
-        "{mode}: {rounds} rounds, {} writes acknowledged, {lost_total} lost (async windows); detection median {} ms max {} ms; promotion median {} ms max {} ms",
+        "{mode}: {rounds} rounds, {} writes acknowledged, {lost_total} lost; detection median {} ms max {} ms; promotion median {} ms max {} ms",
         acked(),
         detect[detect.len() / 2],
         detect[detect.len() - 1],
