@@ -54,6 +54,8 @@ up_to_date() { [[ -f $1 && "$(cat "$1")" == "$2" ]]; }
 # --- system packages ---------------------------------------------------------
 ldconfig -p 2>/dev/null | grep -q 'libpq\.so\.5 ' || apt_install libpq5
 command -v psql >/dev/null || apt_install postgresql-client
+# `ip netns`: the failover tests cut a member off in a network namespace.
+command -v ip >/dev/null || apt_install iproute2
 python3 -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
 command -v javac >/dev/null || apt_install default-jdk-headless
 command -v mvn >/dev/null || apt_install maven
