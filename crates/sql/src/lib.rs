@@ -17,6 +17,7 @@ pub mod explain;
 pub mod expr;
 pub mod names;
 pub mod parse;
+mod parse_sort;
 mod parse_window;
 pub mod plan;
 pub mod planner;

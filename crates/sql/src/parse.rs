@@ -10,7 +10,8 @@
 //! the one reported.
 //!
 //! Window frames are where PostgreSQL's grammar is wider too: parse_window.rs
-//! adjusts their tokens before sqlparser reads them.
+//! adjusts their tokens before sqlparser reads them. parse_sort.rs rewrites
+//! `ORDER BY x USING <` and `FROM t*` in a text that failed to parse.
 
 use sqlparser::ast::Statement;
 use sqlparser::dialect::PostgreSqlDialect;
@@ -31,7 +32,10 @@ pub fn parse_sql(sql: &str) -> Result<Vec<Statement>, ParserError> {
     if first.is_ok() {
         return first;
     }
-    match reorder_sequence_options(sql).or_else(|| rewrite_subscripted_update(sql)) {
+    let fixed = reorder_sequence_options(sql)
+        .or_else(|| rewrite_subscripted_update(sql))
+        .or_else(|| crate::parse_sort::rewrite_sort_forms(sql));
+    match fixed {
         Some(fixed) => parse_bounded(&fixed).or(first),
         None => first,
     }

@@ -18,7 +18,10 @@ use std::path::{Path, PathBuf};
 /// `expr` and `plan` use each other (a bound expression holds subquery
 /// plans, a plan holds expressions), as DataFusion's expr crate does.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("ground", &["names", "error", "tz", "clock", "depth", "dialect", "parse_window", "parse", "plpgsql"]),
+    (
+        "ground",
+        &["names", "error", "tz", "clock", "depth", "dialect", "parse_window", "parse_sort", "parse", "plpgsql"],
+    ),
     ("values", &["value"]),
     ("settings", &["settings"]),
     ("catalog", &["catalog"]),
