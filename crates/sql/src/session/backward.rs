@@ -9,14 +9,15 @@
 //!
 //! A backward scan evaluates the select list again, so a shape that may
 //! call a function (volatile ones would give other values than the rows
-//! pgtier kept) is never `Sure`.
+//! pgtier kept) is never `Sure`; nor is one whose rows pgtier may keep in
+//! another order than PostgreSQL reads them.
 
 use sqlparser::ast::{
-    Distinct, Expr, FunctionArg, FunctionArgExpr, GroupByExpr, LimitClause, OrderByKind, Query, Select, SelectItem,
-    SetExpr, SetOperator, SetQuantifier, TableFactor,
+    Distinct, Expr, FunctionArg, FunctionArgExpr, GroupByExpr, LimitClause, OrderByExpr, OrderByKind, Query, Select,
+    SelectItem, SetExpr, SetOperator, SetQuantifier, TableFactor,
 };
 
-use pgtier_engine::{Catalog, TableSchema};
+use pgtier_engine::{Catalog, DataType, TableSchema};
 
 /// What PostgreSQL decides for such a cursor.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -29,8 +30,17 @@ pub(super) enum Backward {
     Unsure,
 }
 
-/// `query`'s case, where `deps` are the stored tables its plan reads.
-pub(super) fn backward(query: &Query, deps: &[std::sync::Arc<TableSchema>], catalog: &Catalog) -> Backward {
+/// The statement a cursor is declared for: its query, the stored tables
+/// its plan reads, and its result columns' types.
+pub(super) struct Declared<'a> {
+    pub(super) query: &'a Query,
+    pub(super) deps: &'a [std::sync::Arc<TableSchema>],
+    pub(super) types: &'a [Option<DataType>],
+}
+
+/// The declared statement's case.
+pub(super) fn backward(d: &Declared, catalog: &Catalog) -> Backward {
+    let query = d.query;
     if query.with.is_some() || !query.locks.is_empty() {
         return Backward::Unsure;
     }
@@ -45,13 +55,16 @@ pub(super) fn backward(query: &Query, deps: &[std::sync::Arc<TableSchema>], cata
         return Backward::Unsure;
     }
     match query.body.as_ref() {
-        SetExpr::Values(v) if v.rows.iter().all(|r| r.content.iter().all(simple)) => match v.rows.len() {
-            // A one-row VALUES is planned as a Result without input.
-            1 if !ordered => Backward::Never,
-            1 => Backward::Unsure,
-            _ => Backward::Sure,
-        },
-        SetExpr::Select(s) => select(s, query, deps, catalog),
+        // A one-row VALUES is planned as a Result without input. Sorted,
+        // its rows' order among equal keys is the sort's own.
+        SetExpr::Values(v) if v.rows.iter().all(|r| r.content.iter().all(simple)) && !ordered => {
+            if v.rows.len() == 1 {
+                Backward::Never
+            } else {
+                Backward::Sure
+            }
+        }
+        SetExpr::Select(s) => select(s, d, catalog),
         // UNION, INTERSECT and EXCEPT (not ALL) end in Unique, HashAggregate
         // or SetOp unless a Sort for ORDER BY is put above them.
         SetExpr::SetOperation { op, set_quantifier, .. }
@@ -65,7 +78,8 @@ pub(super) fn backward(query: &Query, deps: &[std::sync::Arc<TableSchema>], cata
     }
 }
 
-fn select(s: &Select, query: &Query, deps: &[std::sync::Arc<TableSchema>], catalog: &Catalog) -> Backward {
+fn select(s: &Select, d: &Declared, catalog: &Catalog) -> Backward {
+    let query = d.query;
     let ordered = query.order_by.is_some();
     let grouped = match &s.group_by {
         GroupByExpr::Expressions(keys, modifiers) => !keys.is_empty() || !modifiers.is_empty(),
@@ -104,9 +118,9 @@ fn select(s: &Select, query: &Query, deps: &[std::sync::Arc<TableSchema>], catal
                 && matches!(i.value.to_lowercase().as_str(), "generate_series" | "unnest")));
             let args_simple =
                 a.args.iter().all(|arg| matches!(arg, FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) if simple(e)));
-            if builtin && args_simple && deps.is_empty() { Backward::Sure } else { Backward::Unsure }
+            if builtin && args_simple && d.deps.is_empty() && !ordered { Backward::Sure } else { Backward::Unsure }
         }
-        None => table_scan(s, query, deps, catalog),
+        None => table_scan(s, d, catalog),
     }
 }
 
@@ -114,26 +128,71 @@ fn select(s: &Select, query: &Query, deps: &[std::sync::Arc<TableSchema>], catal
 /// indexes are btrees, which scan backward), under a Sort and a Limit.
 /// A WHERE on a table with an index may be a bitmap heap scan, and an
 /// ORDER BY of several keys an incremental sort over an index: neither
-/// runs backward.
-fn table_scan(s: &Select, query: &Query, deps: &[std::sync::Arc<TableSchema>], catalog: &Catalog) -> Backward {
-    let [t] = deps else { return Backward::Unsure };
+/// runs backward. pgtier's table scans do not read rows in PostgreSQL's
+/// heap order, so only an ORDER BY that fixes every row's place (or
+/// leaves in ties only rows that read the same) makes the rows fetched
+/// PostgreSQL's.
+fn table_scan(s: &Select, d: &Declared, catalog: &Catalog) -> Backward {
+    let [t] = d.deps else { return Backward::Unsure };
     // Views, partitioned tables and cache groups' tables (whose indexes
     // are PostgreSQL's) carry an annotation.
     if t.annotation.is_some() || t.sequence.is_some() {
         return Backward::Unsure;
     }
-    let indexed = catalog.indexes_of(t.id).iter().any(|i| !i.columns.iter().any(|&c| t.columns[c].is_hidden()));
-    let keys = match &query.order_by {
-        Some(o) => match &o.kind {
-            OrderByKind::Expressions(k) => k.len(),
-            OrderByKind::All(_) => return Backward::Unsure,
-        },
-        None => 0,
+    let Some(OrderByKind::Expressions(keys)) = d.query.order_by.as_ref().map(|o| &o.kind) else {
+        return Backward::Unsure;
     };
-    if indexed && ((s.selection.is_some() && keys == 0) || keys > 1) {
+    let indexed = catalog.indexes_of(t.id).iter().any(|i| !i.columns.iter().any(|&c| t.columns[c].is_hidden()));
+    if indexed && keys.len() > 1 {
+        return Backward::Unsure;
+    }
+    if !order_fixes_rows(s, keys, t, d.types) {
         return Backward::Unsure;
     }
     Backward::Sure
+}
+
+/// Every result column is an ORDER BY key (by name, expression or
+/// position) of a type whose equal values read the same: rows the sort
+/// leaves tied are identical.
+fn order_fixes_rows(s: &Select, keys: &[OrderByExpr], t: &TableSchema, types: &[Option<DataType>]) -> bool {
+    let mut outputs: Vec<Vec<String>> = Vec::new();
+    for item in &s.projection {
+        match item {
+            SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => {
+                outputs.extend(t.visible_columns().iter().map(|c| vec![c.name.clone()]));
+            }
+            SelectItem::UnnamedExpr(e) => outputs.push(vec![e.to_string().to_lowercase()]),
+            SelectItem::ExprWithAlias { expr, alias } => {
+                outputs.push(vec![expr.to_string().to_lowercase(), alias.value.to_lowercase()]);
+            }
+            _ => return false,
+        }
+    }
+    let same_text = |ty: &Option<DataType>| {
+        matches!(
+            ty,
+            Some(
+                DataType::Bool
+                    | DataType::Int2
+                    | DataType::Int4
+                    | DataType::Int8
+                    | DataType::Text
+                    | DataType::Varchar(_)
+                    | DataType::Date
+                    | DataType::Timestamp(_)
+                    | DataType::TimestampTz(_)
+                    | DataType::Uuid
+            )
+        )
+    };
+    let keys: Vec<String> = keys.iter().map(|k| k.expr.to_string().to_lowercase()).collect();
+    outputs.len() == types.len()
+        && types.iter().all(same_text)
+        && outputs
+            .iter()
+            .enumerate()
+            .all(|(i, names)| keys.iter().any(|k| *k == (i + 1).to_string() || names.contains(k)))
 }
 
 fn limits_simple(query: &Query) -> bool {

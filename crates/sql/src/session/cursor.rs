@@ -206,10 +206,14 @@ impl Connection {
             Some(true) => Scroll::Yes,
             Some(false) => Scroll::No,
             None => {
-                let deps = ps.prepared.lock().deps.clone();
+                let (deps, types) = {
+                    let p = ps.prepared.lock();
+                    (p.deps.clone(), p.columns().iter().map(|c| c.ty).collect::<Vec<_>>())
+                };
+                let declared = super::backward::Declared { query, deps: &deps, types: &types };
                 let shape = match self.open_txn() {
-                    Some(t) => super::backward::backward(query, &deps, t.catalog()),
-                    None => super::backward::backward(query, &deps, &self.db.catalog()),
+                    Some(t) => super::backward::backward(&declared, t.catalog()),
+                    None => super::backward::backward(&declared, &self.db.catalog()),
                 };
                 match shape {
                     super::backward::Backward::Sure => Scroll::Yes,
