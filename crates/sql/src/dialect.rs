@@ -369,6 +369,14 @@ impl Dialect for PgDialect {
                 })
                 .transpose();
         }
+        if parser.peek_keyword(Keyword::TABLE) {
+            // Not `TABLE name` alone: rewound, and left to sqlparser.
+            return parser.maybe_parse(parse_table_query).transpose();
+        }
+        if parser.peek_keyword(Keyword::VACUUM) {
+            // sqlparser's VACUUM is Redshift's.
+            return Some(parse_vacuum(parser));
+        }
         if parser.peek_keyword(Keyword::ALTER) {
             // Not ATTACH / DETACH PARTITION: rewound, and left to sqlparser.
             if let Some(stmt) = parser.maybe_parse(parse_attach_detach).transpose() {
@@ -461,6 +469,9 @@ impl Dialect for PgDialect {
                 "Expected: end of a non-associative operand, found: {}{}",
                 next.token, next.span.start
             ))));
+        }
+        if let Some(quantified) = parse_quantified_values(parser, expr) {
+            return Some(quantified);
         }
         // sqlparser reads IS [NOT] DISTINCT FROM's right operand as a
         // whole expression (`a IS DISTINCT FROM b AND c` became
@@ -766,6 +777,92 @@ pub fn partition_command(c: &sqlparser::ast::CreateTable) -> Option<PartitionCom
     })
 }
 
+/// `x op ANY|SOME|ALL (VALUES ...)`: sqlparser takes a subquery there
+/// only when it starts with SELECT or WITH, and read the VALUES list as
+/// an expression (a syntax error at its first comma).
+fn parse_quantified_values(parser: &mut Parser, left: &Expr) -> Option<Result<Expr, ParserError>> {
+    let compare_op = match parser.peek_token_ref().token {
+        Token::Eq => BinaryOperator::Eq,
+        Token::Neq => BinaryOperator::NotEq,
+        Token::Lt => BinaryOperator::Lt,
+        Token::Gt => BinaryOperator::Gt,
+        Token::LtEq => BinaryOperator::LtEq,
+        Token::GtEq => BinaryOperator::GtEq,
+        _ => return None,
+    };
+    let keyword = match &parser.peek_nth_token_ref(1).token {
+        Token::Word(w) if matches!(w.keyword, Keyword::ANY | Keyword::SOME | Keyword::ALL) => w.keyword,
+        _ => return None,
+    };
+    let values_next = matches!(&parser.peek_nth_token_ref(3).token, Token::Word(w) if w.keyword == Keyword::VALUES);
+    if parser.peek_nth_token_ref(2).token != Token::LParen || !values_next {
+        return None;
+    }
+    for _ in 0..3 {
+        parser.advance_token();
+    }
+    let query = match parser.parse_query().and_then(|q| parser.expect_token(&Token::RParen).map(|_| q)) {
+        Ok(q) => q,
+        Err(e) => return Some(Err(e)),
+    };
+    let (left, right) = (Box::new(left.clone()), Box::new(Expr::Subquery(query)));
+    Some(Ok(match keyword {
+        Keyword::ALL => Expr::AllOp { left, compare_op, right },
+        _ => Expr::AnyOp { left, compare_op, right, is_some: keyword == Keyword::SOME },
+    }))
+}
+
+/// `TABLE name` as a whole statement: gram.y's `SELECT * FROM name`.
+/// sqlparser's own reading keeps the name as bare strings (its quotes
+/// lost) and reads past the name, so it is parsed here; the name keeps
+/// its place in the text for error positions.
+fn parse_table_query(parser: &mut Parser) -> Result<Statement, ParserError> {
+    parser.expect_keyword_is(Keyword::TABLE)?;
+    let name = parser.parse_object_name(false)?;
+    if !matches!(parser.peek_token_ref().token, Token::EOF | Token::SemiColon) {
+        return parser.expected("end of TABLE", parser.peek_token());
+    }
+    let mut query = Parser::new(&PgDialect::default()).try_with_sql("SELECT * FROM t")?.parse_query()?;
+    if let sqlparser::ast::SetExpr::Select(select) = query.body.as_mut()
+        && let [from] = select.from.as_mut_slice()
+        && let sqlparser::ast::TableFactor::Table { name: t, .. } = &mut from.relation
+    {
+        *t = name;
+    }
+    Ok(Statement::Query(query))
+}
+
+/// gram.y's `VACUUM [FULL] [FREEZE] [VERBOSE] [ANALYZE] [table]` with
+/// one table and no column list; with VERBOSE (which reports as it goes)
+/// or options in parentheses it fails (0A000 by `parse::unsupported_form`).
+/// ANALYZE is not kept: VACUUM does nothing either way.
+fn parse_vacuum(parser: &mut Parser) -> Result<Statement, ParserError> {
+    parser.expect_keyword_is(Keyword::VACUUM)?;
+    let full = parser.parse_keyword(Keyword::FULL);
+    let _freeze = parser.parse_keyword(Keyword::FREEZE);
+    if parser.peek_keyword(Keyword::VERBOSE) {
+        return parser.expected("VACUUM without VERBOSE", parser.peek_token());
+    }
+    let _analyze = parser.parse_keyword(Keyword::ANALYZE);
+    let table_name = match parser.peek_token_ref().token {
+        Token::EOF | Token::SemiColon => None,
+        _ => Some(parser.parse_object_name(false)?),
+    };
+    if !matches!(parser.peek_token_ref().token, Token::EOF | Token::SemiColon) {
+        return parser.expected("end of VACUUM", parser.peek_token());
+    }
+    Ok(Statement::Vacuum(sqlparser::ast::VacuumStatement {
+        full,
+        sort_only: false,
+        delete_only: false,
+        reindex: false,
+        recluster: false,
+        table_name,
+        threshold: None,
+        boost: false,
+    }))
+}
+
 /// `ALTER TABLE [IF EXISTS] [ONLY] parent ATTACH PARTITION name FOR VALUES
 /// ... | DEFAULT` and `ALTER TABLE [IF EXISTS] [ONLY] parent DETACH
 /// PARTITION name [CONCURRENTLY | FINALIZE]` (the last two words refused
@@ -961,8 +1058,12 @@ mod tests {
                     || upper.starts_with("ALTER USER")
                     || upper.starts_with("RESET SESSION AUTHORIZATION")
                     || ((upper.starts_with("GRANT") || upper.starts_with("REVOKE")) && !upper.contains(" ON "));
-                // And CREATE DOMAIN (NOT NULL and NULL, which sqlparser lacks).
+                // And CREATE DOMAIN (NOT NULL and NULL, which sqlparser lacks),
+                // VACUUM, TABLE name and op ANY/ALL (VALUES ...).
                 let own_form = role_form
+                    || upper.starts_with("VACUUM")
+                    || upper.starts_with("TABLE ")
+                    || ["ANY", "SOME", "ALL"].iter().any(|q| upper.contains(&format!("{q} (VALUES")))
                     || upper.starts_with("CREATE DOMAIN")
                     || upper.starts_with("RESET TIME ZONE")
                     || upper.starts_with("SET CONSTRAINTS")

@@ -76,6 +76,12 @@ pub fn unsupported_form(sql: &str) -> Option<&'static str> {
             Some("CREATE RULE")
         }
         Keyword::DROP if rule(1) => Some("DROP RULE"),
+        Keyword::VACUUM
+            if body.iter().any(|t| matches!(t, Token::LParen | Token::Comma))
+                || (1..=4).any(|k| kw(k) == Keyword::VERBOSE) =>
+        {
+            Some("VACUUM VERBOSE, with options, or of several tables")
+        }
         Keyword::UPDATE if subscripted_target(body) => Some("subscripted assignment (UPDATE ... SET column[...])"),
         _ => None,
     }
@@ -622,6 +628,8 @@ mod tests {
             ("UPDATE t SET (a, b) = (1, 2) garbage", None),
             ("SELECT 1; CREATE RULE r AS ON INSERT TO t DO INSTEAD NOTHING", None),
             ("CREATE RULES", None),
+            ("VACUUM VERBOSE t", Some("VACUUM VERBOSE, with options, or of several tables")),
+            ("vacuum (analyze) t", Some("VACUUM VERBOSE, with options, or of several tables")),
         ] {
             assert_eq!(unsupported_form(sql), form, "{sql}");
         }

@@ -26,6 +26,7 @@ mod from;
 mod function;
 mod interval_fns;
 mod json;
+mod maintenance;
 mod merge;
 mod modifying;
 mod operator;
@@ -562,7 +563,7 @@ impl<'c> Binder<'c> {
                 let name = variable.iter().map(|i| i.value.to_lowercase()).collect::<Vec<_>>().join(" ");
                 Ok(Plan::Show { name })
             }
-            other => Err(SqlError::unsupported(statement_kind(other))),
+            other => self.maintenance(other),
         }
     }
 

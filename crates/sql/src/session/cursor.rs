@@ -7,8 +7,9 @@
 //! first row, 1..=n on a row, n+1 after the last.
 //!
 //! PostgreSQL lets a cursor declared without SCROLL move backward when its
-//! plan can run backward; pgtier has no such plan to ask, so it refuses
-//! backward motion of such a cursor (0A000).
+//! plan can run backward; pgtier has no such plan to ask, so it decides by
+//! the query's shape where every plan PostgreSQL could pick agrees
+//! (session/backward.rs), and refuses backward motion otherwise (0A000).
 
 use sqlparser::ast::{CloseCursor, Declare, DeclareType, FetchDirection, Ident, Statement};
 
@@ -23,7 +24,8 @@ enum Scroll {
     Yes,
     /// NO SCROLL as written: backward motion is PostgreSQL's error.
     No,
-    /// Neither: PostgreSQL decides by the plan; pgtier refuses backward.
+    /// Neither, and PostgreSQL's plan may or may not run backward:
+    /// pgtier refuses backward motion.
     Unsaid,
 }
 
@@ -203,7 +205,22 @@ impl Connection {
         let scroll = match d.scroll {
             Some(true) => Scroll::Yes,
             Some(false) => Scroll::No,
-            None => Scroll::Unsaid,
+            None => {
+                let (deps, types) = {
+                    let p = ps.prepared.lock();
+                    (p.deps.clone(), p.columns().iter().map(|c| c.ty).collect::<Vec<_>>())
+                };
+                let declared = super::backward::Declared { query, deps: &deps, types: &types };
+                let shape = match self.open_txn() {
+                    Some(t) => super::backward::backward(&declared, t.catalog()),
+                    None => super::backward::backward(&declared, &self.db.catalog()),
+                };
+                match shape {
+                    super::backward::Backward::Sure => Scroll::Yes,
+                    super::backward::Backward::Never => Scroll::No,
+                    super::backward::Backward::Unsure => Scroll::Unsaid,
+                }
+            }
         };
         let pending = self.block != Block::None;
         let depth = self.savepoint_depth();

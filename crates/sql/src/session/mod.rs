@@ -29,6 +29,7 @@ use crate::plan::{OutputColumn, Plan, Prepared};
 use crate::settings::{READ_ONLY_SETTINGS, SUPERUSER_SETTINGS, Settings, normalize_setting};
 use crate::value;
 
+mod backward;
 mod block;
 mod cache;
 mod cursor;
@@ -586,6 +587,9 @@ impl Connection {
                     self.result.push_row(&[Value::Text(line.clone())]);
                 }
                 Some(Ok((Tag::Plain("EXPLAIN"), lines.len() as u64)))
+            }
+            Plan::Noop { tag: "VACUUM" } if self.in_transaction() => {
+                Some(Err(SqlError::new("25001", "VACUUM cannot run inside a transaction block")))
             }
             Plan::Noop { tag } => {
                 self.result.reset(0);

@@ -24,6 +24,9 @@ pub(crate) fn default_settings() -> HashMap<String, String> {
         ("intervalstyle", "postgres"),
         ("is_superuser", "on"),
         ("lc_messages", "C"),
+        ("lc_monetary", "C"),
+        ("lc_numeric", "C"),
+        ("lc_time", "C"),
         ("search_path", "\"$user\", public"),
         ("server_encoding", "UTF8"),
         ("server_version", "15.0 (pgtier)"),
@@ -125,6 +128,12 @@ pub(crate) fn normalize_setting(key: &str, value: &str) -> Result<String> {
                     invalid().with_hint("Available values: postgres, postgres_verbose, sql_standard, iso_8601.")
                 );
             }
+        },
+        // pgtier formats numbers, money and dates as the C locale does;
+        // whether another locale exists is the server's to say.
+        "lc_monetary" | "lc_numeric" | "lc_time" => match value {
+            "C" | "POSIX" => value.to_owned(),
+            other => return Err(SqlError::unsupported(format!("{key} = {other} (only the C locale)"))),
         },
         "timezone_abbreviations" => match value.trim() {
             "Default" => "Default".to_owned(),

@@ -19,6 +19,10 @@ enum Kind {
     Kb(u32),
     /// A size in 8 kB blocks (min_parallel_*_scan_size).
     Blocks,
+    /// One of the values listed, matched ignoring case; with `true`, also
+    /// the hidden Boolean spellings guc_tables.c lists for the setting
+    /// (`true`, `yes`, `1` are `on`; `false`, `no`, `0` are `off`).
+    Enum(&'static [&'static str], bool),
 }
 
 const SETTINGS: &[(&str, &str, Kind)] = &[
@@ -61,6 +65,20 @@ const SETTINGS: &[(&str, &str, Kind)] = &[
     ("hash_mem_multiplier", "2", Kind::Real),
     ("min_parallel_table_scan_size", "8MB", Kind::Blocks),
     ("min_parallel_index_scan_size", "512kB", Kind::Blocks),
+    ("geqo", "on", Kind::Bool),
+    ("geqo_threshold", "12", Kind::Int(2, i32::MAX)),
+    ("geqo_effort", "5", Kind::Int(1, 10)),
+    ("geqo_pool_size", "0", Kind::Int(0, i32::MAX)),
+    ("geqo_generations", "0", Kind::Int(0, i32::MAX)),
+    ("from_collapse_limit", "8", Kind::Int(1, i32::MAX)),
+    ("join_collapse_limit", "8", Kind::Int(1, i32::MAX)),
+    ("default_statistics_target", "100", Kind::Int(1, 10000)),
+    ("effective_io_concurrency", "1", Kind::Int(0, 1000)),
+    ("max_parallel_maintenance_workers", "2", Kind::Int(0, 1024)),
+    ("maintenance_work_mem", "64MB", Kind::Kb(1024)),
+    ("force_parallel_mode", "off", Kind::Enum(&["off", "on", "regress"], true)),
+    ("constraint_exclusion", "partition", Kind::Enum(&["partition", "on", "off"], true)),
+    ("plan_cache_mode", "auto", Kind::Enum(&["auto", "force_generic_plan", "force_custom_plan"], false)),
 ];
 
 /// The settings with their defaults, as SHOW prints them.
@@ -128,6 +146,17 @@ fn check(key: &str, value: &str, kind: Kind) -> Result<String> {
             }
             Ok(crate::settings::format_kb(kb))
         }
+        Kind::Enum(values, bools) => {
+            let v = value.to_lowercase();
+            if let Some(found) = values.iter().find(|x| **x == v) {
+                return Ok((*found).to_owned());
+            }
+            match v.as_str() {
+                "true" | "yes" | "1" if bools => Ok("on".to_owned()),
+                "false" | "no" | "0" if bools => Ok("off".to_owned()),
+                _ => Err(invalid().with_hint(format!("Available values: {}.", values.join(", ")))),
+            }
+        }
     }
 }
 
@@ -153,5 +182,11 @@ mod tests {
         assert_eq!(ok("max_parallel_workers_per_gather", "4").as_deref(), Some("4"));
         assert!(ok("max_parallel_workers_per_gather", "-1").is_none());
         assert!(normalize("no_such_setting", "1").is_none());
+        assert_eq!(ok("force_parallel_mode", "Regress").as_deref(), Some("regress"));
+        assert_eq!(ok("force_parallel_mode", "yes").as_deref(), Some("on"));
+        assert!(ok("force_parallel_mode", "y").is_none());
+        assert!(ok("plan_cache_mode", "on").is_none());
+        assert_eq!(ok("geqo_threshold", "2").as_deref(), Some("2"));
+        assert!(ok("geqo_threshold", "1").is_none());
     }
 }
