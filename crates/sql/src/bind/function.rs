@@ -155,7 +155,7 @@ impl Binder<'_> {
             format!("{name}({})", types.join(", "))
         };
         if name == crate::parse::SUBSCRIPT_ASSIGN {
-            return self.subscript_assign(bound);
+            return self.subscript_assign(bound, args.first());
         }
         if super::array_func::is_array_call(name, &bound) {
             return self.array_function(name, bound, &sig);

@@ -331,18 +331,7 @@ impl Binder<'_> {
                 return Err(SqlError::new("42804", "jsonb subscript does not support slices"));
             };
             let (i, it) = self.expr(index, scope, ctx)?;
-            let text = match it {
-                None => self.coerce(i, None, DataType::Text, "subscript")?,
-                Some(t) if value::is_int4_implicit(t) => self.result_cast(i, it, Some(DataType::Text))?,
-                Some(t) if category(t) == Category::String && Elem::of(t).is_none() => {
-                    self.text_arg(i, it, "subscript")?
-                }
-                Some(t) => {
-                    return Err(SqlError::new("42804", format!("subscript type {} is not supported", type_name(t)))
-                        .with_hint("jsonb subscript must be coercible to either integer or text."));
-                }
-            };
-            path.push(text);
+            path.push(self.jsonb_subscript_text(i, it)?);
         }
         // A text[] as the path operators take it (a catalog-form array).
         let path = Expr::Func(Func::Sys(crate::expr::SysFunc::MakeArray(Elem::Text)), path);
@@ -350,6 +339,57 @@ impl Binder<'_> {
             Expr::Func(Func::Json(JsonFunc::GetPath { jsonb: true, text: false }), vec![j, path]),
             Some(DataType::Jsonb),
         ))
+    }
+
+    /// One jsonb subscript as the text path step it is (jsonbsubs.c's
+    /// transform: an integer, a string, or an untyped literal as text).
+    fn jsonb_subscript_text(&mut self, i: Expr, it: Ty) -> Result<Expr> {
+        match it {
+            None => self.coerce(i, None, DataType::Text, "subscript"),
+            Some(t) if value::is_int4_implicit(t) => self.result_cast(i, it, Some(DataType::Text)),
+            Some(t) if category(t) == Category::String && Elem::of(t).is_none() => self.text_arg(i, it, "subscript"),
+            Some(t) => Err(SqlError::new("42804", format!("subscript type {} is not supported", type_name(t)))
+                .with_hint("jsonb subscript must be coercible to either integer or text.")),
+        }
+    }
+
+    /// UPDATE's `SET j[s1][s2]... = v` on a jsonb column (the arguments
+    /// after `parse::SUBSCRIPT_ASSIGN`'s spec, which says no slice): the
+    /// value takes jsonb's assignment casts (an untyped literal, jsonb,
+    /// json), as transformAssignmentIndirection checks.
+    pub(super) fn jsonb_subscript_assign(
+        &mut self,
+        j: Expr,
+        (v, vt): (Expr, Ty),
+        spec: &str,
+        subs: Vec<(Expr, Ty)>,
+        column: &str,
+    ) -> Result<(Expr, Ty)> {
+        if spec.contains('s') {
+            return Err(SqlError::new("42804", "jsonb subscript does not support slices"));
+        }
+        let v = match vt {
+            None => self.coerce(v, None, DataType::Jsonb, "subscripted assignment")?,
+            Some(DataType::Jsonb) => v,
+            Some(DataType::Json) => Expr::Cast(v.boxed(), DataType::Jsonb, false),
+            Some(t) => {
+                return Err(SqlError::new(
+                    "42804",
+                    format!(
+                        "subscripted assignment to \"{column}\" requires type jsonb but expression is of type {}",
+                        type_name(t)
+                    ),
+                )
+                .with_hint("You will need to rewrite or cast the expression."));
+            }
+        };
+        let expect_array = subs.first().is_some_and(|(_, t)| t.is_some_and(value::is_int4_implicit));
+        let mut args = vec![j, v];
+        for (i, it) in subs {
+            args.push(self.jsonb_subscript_text(i, it)?);
+        }
+        let f = JsonFunc::SubscriptAssign { expect_array };
+        Ok((Expr::Func(Func::Json(f), args), Some(DataType::Jsonb)))
     }
 
     fn text_scalar_arg(&mut self, y: Expr, yt: Ty, undefined: &dyn Fn() -> SqlError) -> Result<Expr> {

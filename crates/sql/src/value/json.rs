@@ -66,6 +66,12 @@ pub enum JsonFunc {
     /// jsonb_set_lax(target, path, new [, create [, null_value_treatment]])
     /// (not strict in `new`).
     SetLax,
+    /// `UPDATE ... SET j[s1][s2]... = v`: (jsonb, value, subscripts as
+    /// text...), not strict (value/json_assign.rs). `expect_array`: the
+    /// first subscript is an integer, so a NULL jsonb starts as `[]`.
+    SubscriptAssign {
+        expect_array: bool,
+    },
     /// json[b]_object(text[]) and json[b]_object(keys text[], values text[]).
     Object {
         jsonb: bool,
@@ -159,7 +165,7 @@ pub fn input(text: &str, jsonb: bool) -> Result<Value> {
     Ok(if jsonb { Value::Jsonb(parsed.into_jsonb().to_jsonb_text()) } else { Value::Json(text.to_owned()) })
 }
 
-fn jsonb_value(j: Json) -> Value {
+pub(super) fn jsonb_value(j: Json) -> Value {
     Value::Jsonb(j.into_jsonb().to_jsonb_text())
 }
 
@@ -573,7 +579,7 @@ impl SetMode {
 
 /// A path element used as an array index: PostgreSQL's strtoint (leading
 /// white space and a sign, nothing after the digits, int4 range).
-fn path_index(step: &str, level: usize) -> Result<i64> {
+pub(super) fn path_index(step: &str, level: usize) -> Result<i64> {
     step.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']).parse::<i32>().map(i64::from).map_err(|_| {
         SqlError::new("22P02", format!("path element at position {} is not an integer: \"{step}\"", level + 1))
     })
@@ -730,6 +736,7 @@ pub fn eval(f: JsonFunc, vals: &[Value]) -> Result<Value> {
         JsonFunc::ObjectAggKey => return object_agg_key(arg(0)),
         JsonFunc::Path(_) => return Err(SqlError::unsupported("a jsonpath function here")),
         JsonFunc::SetLax => return set_lax(vals),
+        JsonFunc::SubscriptAssign { expect_array } => return super::json_assign::assign(vals, expect_array),
         _ => {}
     }
     if vals.iter().any(Value::is_null) {
@@ -794,7 +801,8 @@ pub fn eval(f: JsonFunc, vals: &[Value]) -> Result<Value> {
         | JsonFunc::BuildArray { .. }
         | JsonFunc::ObjectAggKey
         | JsonFunc::Path(_)
-        | JsonFunc::SetLax => Value::Null,
+        | JsonFunc::SetLax
+        | JsonFunc::SubscriptAssign { .. } => Value::Null,
     })
 }
 
