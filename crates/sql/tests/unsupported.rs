@@ -167,8 +167,6 @@ fn refused_constructs_name_themselves() {
         ("SELECT row(1, 2)", "ROW constructors"),
         ("SELECT ROW(1, 'a') FROM t", "ROW constructors"),
         ("SELECT id FROM t WHERE row(id, v) = row(1, 2)", "ROW constructors"),
-        ("SELECT * FROM json_to_record('{\"ia\": [[1, 2], [3, 4]]}') AS x(ia int[])", "multidimensional arrays"),
-        ("SELECT * FROM jsonb_to_recordset('[{\"ia\": [[1]]}]') AS x(ia text[])", "multidimensional arrays"),
         // PostgreSQL's answers have a lower bound other than 1: '[0:3]={1,2,3,4}', '[2:2]={1}'.
         ("UPDATE arr SET a[0] = 1", "arrays with a lower bound other than 1"),
         // Keys would not be in array_cmp's order (range scans over an index would miss rows).

@@ -575,7 +575,14 @@ impl Binder<'_> {
                 arity(1, 2)?;
                 let mut out = Vec::new();
                 for (e, t) in bound {
-                    out.push(self.text_array_arg(e, t, &|| SqlError::undefined_function(sig))?);
+                    out.push(match (t, e) {
+                        // array_in's check of a literal, of any number of dimensions.
+                        (None, Expr::Const(Value::Text(s))) => {
+                            crate::value::array::array_in(&s, DataType::Text)?;
+                            Expr::Const(Value::Text(s))
+                        }
+                        (t, e) => self.text_array_arg(e, t, &|| SqlError::undefined_function(sig))?,
+                    });
                 }
                 (JsonFunc::Object { jsonb }, out, json_t)
             }

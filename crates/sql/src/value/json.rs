@@ -847,19 +847,42 @@ fn build_object(vals: &[Value], jsonb: bool) -> Result<Value> {
     Ok(Value::Json(out))
 }
 
+/// A text[] argument of json_object (the text form, of any number of
+/// dimensions): its number of dimensions, its second dimension's length
+/// and its elements in storage order.
+fn object_array(v: &Value) -> Result<(usize, usize, Vec<Option<String>>)> {
+    let Value::Array(items) = value::array::array_in(v.as_str().unwrap_or("{}"), DataType::Text)? else {
+        return Ok((0, 0, Vec::new()));
+    };
+    let dims = value::array::dims(&items);
+    let elems = value::array::leaves(&items).into_iter().map(|e| e.as_str().map(str::to_owned)).collect();
+    Ok((dims.len(), dims.get(1).copied().unwrap_or(0), elems))
+}
+
 /// json_object / jsonb_object of one array of alternating keys and values
-/// or of a keys array and a values array; the values are json strings.
+/// (one-dimensional, or of two columns) or of a keys array and a values
+/// array (one-dimensional); the values are json strings.
 fn object(vals: &[Value], jsonb: bool) -> Result<Value> {
+    let subscripts = || SqlError::new("2202E", "wrong number of array subscripts");
     let pairs: Vec<(Option<String>, Option<String>)> = match vals {
         [both] => {
-            let items = text_array(both)?;
-            if !items.len().is_multiple_of(2) {
-                return Err(SqlError::new("2202E", "array must have even number of elements"));
+            let (ndims, columns, items) = object_array(both)?;
+            match ndims {
+                0 | 1 if !items.len().is_multiple_of(2) => {
+                    return Err(SqlError::new("2202E", "array must have even number of elements"));
+                }
+                0 | 1 => {}
+                2 if columns != 2 => return Err(SqlError::new("2202E", "array must have two columns")),
+                2 => {}
+                _ => return Err(subscripts()),
             }
             items.chunks(2).map(|kv| (kv[0].clone(), kv[1].clone())).collect()
         }
         [keys, values] => {
-            let (keys, values) = (text_array(keys)?, text_array(values)?);
+            let ((nk, _, keys), (nv, _, values)) = (object_array(keys)?, object_array(values)?);
+            if nk > 1 || nk != nv {
+                return Err(subscripts());
+            }
             if keys.len() != values.len() {
                 return Err(SqlError::new("2202E", "mismatched array dimensions"));
             }
