@@ -146,9 +146,13 @@ impl Binder<'_> {
 
     /// The functions behind jsonb's operators: jsonb_contains (`@>`),
     /// jsonb_contained (`<@`), jsonb_exists (`?`), _exists_any (`?|`),
-    /// _exists_all (`?&`).
+    /// _exists_all (`?&`), jsonb_concat (`||`), jsonb_delete (`-` text or
+    /// integer), jsonb_delete_path (`#-`).
     fn operator_function(&mut self, base: &str, bound: Vec<(Expr, Ty)>, sig: &str) -> Result<(Expr, Ty)> {
         let undefined = || SqlError::undefined_function(sig);
+        if base == "delete" && bound.len() > 2 {
+            return Err(SqlError::unsupported("jsonb_delete of several keys (VARIADIC)"));
+        }
         let mut it = bound.into_iter();
         let ((x, xt), (y, yt)) = match (it.next(), it.next()) {
             (Some(a), Some(b)) => (a, b),
@@ -156,13 +160,29 @@ impl Binder<'_> {
         };
         let x = self.json_arg(x, xt, DataType::Jsonb, sig)?;
         let (f, args) = match base {
+            "concat" => (JsonFunc::Concat, vec![x, self.json_arg(y, yt, DataType::Jsonb, sig)?]),
+            // jsonb_delete(jsonb, text) and (jsonb, integer): an untyped
+            // literal is text, the preferred type of its category.
+            "delete" => {
+                let y = match yt {
+                    Some(t) if value::is_int4_implicit(t) => y,
+                    _ => self.text_scalar_arg(y, yt, &undefined)?,
+                };
+                (JsonFunc::Delete, vec![x, y])
+            }
+            "delete_path" => (JsonFunc::DeletePath, vec![x, self.text_array_arg(y, yt, &undefined)?]),
             "contains" => (JsonFunc::Contains, vec![x, self.json_arg(y, yt, DataType::Jsonb, sig)?]),
             "contained" => (JsonFunc::Contains, vec![self.json_arg(y, yt, DataType::Jsonb, sig)?, x]),
             "exists" => (JsonFunc::Exists, vec![x, self.text_scalar_arg(y, yt, &undefined)?]),
             "exists_any" => (JsonFunc::ExistsAny, vec![x, self.text_array_arg(y, yt, &undefined)?]),
             _ => (JsonFunc::ExistsAll, vec![x, self.text_array_arg(y, yt, &undefined)?]),
         };
-        Ok((Expr::Func(Func::Json(f), args), Some(DataType::Bool)))
+        let rt = if matches!(f, JsonFunc::Concat | JsonFunc::Delete | JsonFunc::DeletePath) {
+            DataType::Jsonb
+        } else {
+            DataType::Bool
+        };
+        Ok((Expr::Func(Func::Json(f), args), Some(rt)))
     }
 
     /// jsonb_path_exists, _match, _query_array, _query_first.
@@ -567,8 +587,10 @@ impl Binder<'_> {
                 (f, out, DataType::Jsonb)
             }
             b if jsonb && b.starts_with("path_") => return self.path_function(name, b, bound, sig),
-            "contains" | "contained" | "exists" | "exists_any" | "exists_all" if jsonb => {
-                arity(2, 2)?;
+            "contains" | "contained" | "exists" | "exists_any" | "exists_all" | "concat" | "delete" | "delete_path"
+                if jsonb =>
+            {
+                arity(2, if base == "delete" { usize::MAX } else { 2 })?;
                 return self.operator_function(base, bound, sig).map(Some);
             }
             "object" => {
