@@ -58,7 +58,7 @@ const REFUSED: &[(&str, &str)] = &[
     ("SELECT jsonb_path_query_first('[\"a\\nb\"]', '$[*] ? (@ like_regex \"a.b\")')", "newline"),
     ("SELECT jsonb_path_exists('{}', '$.a ? (@ == 1)'::jsonpath)", "jsonpath"),
     ("SELECT jsonb_path_query(j, '$[*]') FROM (SELECT '[1,2]'::jsonb AS j) t", "jsonb_path_query"),
-    ("SELECT array_to_json('{1,2}'::int[])", "array_to_json"),
+    ("SELECT array_to_json('{1,2}'::int[], true)", "array_to_json with pretty line feeds"),
     ("SELECT jsonb_delete('{\"a\": 1, \"b\": 2}', 'a', 'b')", "jsonb_delete of several keys"),
     ("SELECT jsonb_array_elements(j) FROM (SELECT '[1,2]'::jsonb AS j) t", "jsonb_array_elements"),
 ];

@@ -166,6 +166,9 @@ impl Binder<'_> {
         if let Some(def) = registry::lookup(name) {
             return registry::resolve(def, self, registry::Call { name, sig: &sig, args: bound });
         }
+        if name == "array_to_json" {
+            return self.array_to_json(bound, &sig);
+        }
         if super::json::is_unsupported_json_function(name) {
             return self
                 .json_function(name, bound, &sig)?

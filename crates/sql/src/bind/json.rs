@@ -496,6 +496,37 @@ impl Binder<'_> {
         }
     }
 
+    /// array_to_json(anyarray [, pretty]): to_json's text of the array
+    /// (its layout is array_to_json's); pretty's line feeds are refused.
+    pub(super) fn array_to_json(&mut self, bound: Vec<(Expr, Ty)>, sig: &str) -> Result<(Expr, Ty)> {
+        let mut it = bound.into_iter();
+        let (Some((a, at)), pretty, None) = (it.next(), it.next(), it.next()) else {
+            return Err(SqlError::undefined_function(sig));
+        };
+        match at {
+            None => {
+                return Err(SqlError::datatype_mismatch(
+                    "could not determine polymorphic type because input has type unknown".to_owned(),
+                ));
+            }
+            Some(t) if types::is_pseudo(t) => return Err(SqlError::unsupported("array_to_json of a system array")),
+            Some(t) if !crate::value::array::is_array(Some(t)) => return Err(SqlError::undefined_function(sig)),
+            Some(_) => {}
+        }
+        let json = Expr::Func(Func::Json(JsonFunc::To { jsonb: false }), vec![a]);
+        match pretty {
+            None | Some((Expr::Const(Value::Bool(false)), _)) => Ok((json, Some(DataType::Json))),
+            // Strict: a NULL pretty flag makes the result NULL.
+            Some((Expr::Const(Value::Null), None | Some(DataType::Bool))) => {
+                Ok((Expr::Const(Value::Null), Some(DataType::Json)))
+            }
+            Some((_, None | Some(DataType::Bool))) => {
+                Err(SqlError::unsupported("array_to_json with pretty line feeds"))
+            }
+            Some(_) => Err(SqlError::undefined_function(sig)),
+        }
+    }
+
     /// The json functions; None when `name` is not one.
     pub(super) fn json_function(
         &mut self,
