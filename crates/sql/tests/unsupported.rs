@@ -15,6 +15,7 @@ fn refused_constructs_name_themselves() {
     conn.execute_sql("CREATE TABLE words (w text)").unwrap();
     conn.execute_sql("CREATE TABLE arr (a int[], b int[])").unwrap();
     conn.execute_sql("CREATE TABLE js (id int, j jsonb)").unwrap();
+    conn.execute_sql("INSERT INTO js VALUES (1, '[]')").unwrap();
     conn.execute_sql("CREATE TABLE arrk (a int[] PRIMARY KEY, b int[])").unwrap();
     conn.execute_sql("CREATE INDEX arrk_b ON arrk (b)").unwrap();
     conn.execute_sql("INSERT INTO arrk VALUES ('{1,2}', '{3}')").unwrap();
@@ -145,9 +146,8 @@ fn refused_constructs_name_themselves() {
         ("CREATE RULE r AS ON INSERT TO t DO INSTEAD NOTHING", "CREATE RULE"),
         ("CREATE OR REPLACE RULE r AS ON DELETE TO t DO INSTEAD INSERT INTO words VALUES ('x')", "CREATE RULE"),
         ("DROP RULE r ON t", "DROP RULE"),
-        // assignment through jsonb subscripts (reading them is answered: tests/slt/140_jsonb_subscript.slt; arrays: 111_subscript_assignment.slt).
-        ("UPDATE js SET j['a'] = '1'", "subscripted assignment to jsonb"),
-        ("UPDATE js SET id = 3, j['a'][0] = '1' RETURNING *", "subscripted assignment to jsonb"),
+        // A jsonb array filled past pgtier's limit by subscripted assignment (PostgreSQL's is 2^24).
+        ("UPDATE js SET j[2000000] = '1'", "filling a jsonb array past 1048576 elements"),
         // PostgreSQL runs the sub-SELECT once per row, pgtier once per target column
         // (tests/slt/91_wrong_answers.slt): only a volatile function could tell.
         ("UPDATE t SET (v, id) = (SELECT random()::int, 1)", "volatile function"),
@@ -167,8 +167,6 @@ fn refused_constructs_name_themselves() {
         ("SELECT row(1, 2)", "ROW constructors"),
         ("SELECT ROW(1, 'a') FROM t", "ROW constructors"),
         ("SELECT id FROM t WHERE row(id, v) = row(1, 2)", "ROW constructors"),
-        ("SELECT * FROM json_to_record('{\"ia\": [[1, 2], [3, 4]]}') AS x(ia int[])", "multidimensional arrays"),
-        ("SELECT * FROM jsonb_to_recordset('[{\"ia\": [[1]]}]') AS x(ia text[])", "multidimensional arrays"),
         // PostgreSQL's answers have a lower bound other than 1: '[0:3]={1,2,3,4}', '[2:2]={1}'.
         ("UPDATE arr SET a[0] = 1", "arrays with a lower bound other than 1"),
         // Keys would not be in array_cmp's order (range scans over an index would miss rows).

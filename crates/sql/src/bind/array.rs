@@ -354,7 +354,8 @@ impl Binder<'_> {
     /// `parse::SUBSCRIPT_ASSIGN(a, value, 'spec', bounds...)`, what UPDATE's
     /// `SET a[i] = value` (`a[i:j]`, `a[i][j]`, ...) is rewritten to: spec
     /// is `i` per index, `s` and two bits (lower, upper given) per slice.
-    pub(super) fn subscript_assign(&mut self, args: Vec<(Expr, Ty)>) -> Result<(Expr, Ty)> {
+    /// `target` is the call's first argument, naming the column.
+    pub(super) fn subscript_assign(&mut self, args: Vec<(Expr, Ty)>, target: Option<&ast::Expr>) -> Result<(Expr, Ty)> {
         let mut args = args.into_iter();
         let (Some((a, at)), Some((v, vt)), Some((Expr::Const(Value::Text(spec)), _))) =
             (args.next(), args.next(), args.next())
@@ -362,7 +363,8 @@ impl Binder<'_> {
             return Err(SqlError::undefined_function(crate::parse::SUBSCRIPT_ASSIGN));
         };
         if at == Some(DataType::Jsonb) {
-            return Err(SqlError::unsupported("subscripted assignment to jsonb"));
+            let column = target.map_or_else(String::new, assigned_column);
+            return self.jsonb_subscript_assign(a, (v, vt), &spec, args.collect(), &column);
         }
         let Some(elem) = at.and_then(elem_type) else {
             return Err(not_subscriptable(at));
@@ -429,6 +431,24 @@ impl Binder<'_> {
             }
         }
         Ok((Expr::Func(Func::Sys(SysFunc::ArrayConcat(elem)), vec![x, y]), Some(elem.data_type())))
+    }
+}
+
+/// The column a [`Binder::subscript_assign`] call assigns: its first
+/// argument, the column (qualified) or the call of an earlier assignment
+/// to it.
+fn assigned_column(target: &ast::Expr) -> String {
+    match target {
+        ast::Expr::Identifier(id) => id.value.clone(),
+        ast::Expr::CompoundIdentifier(parts) => parts.last().map_or_else(String::new, |id| id.value.clone()),
+        ast::Expr::Function(f) => match &f.args {
+            ast::FunctionArguments::List(list) => match list.args.first() {
+                Some(ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e))) => assigned_column(e),
+                _ => String::new(),
+            },
+            _ => String::new(),
+        },
+        _ => String::new(),
     }
 }
 

@@ -155,7 +155,7 @@ impl Binder<'_> {
             format!("{name}({})", types.join(", "))
         };
         if name == crate::parse::SUBSCRIPT_ASSIGN {
-            return self.subscript_assign(bound);
+            return self.subscript_assign(bound, args.first());
         }
         if super::array_func::is_array_call(name, &bound) {
             return self.array_function(name, bound, &sig);
@@ -165,6 +165,9 @@ impl Binder<'_> {
         }
         if let Some(def) = registry::lookup(name) {
             return registry::resolve(def, self, registry::Call { name, sig: &sig, args: bound });
+        }
+        if name == "array_to_json" {
+            return self.array_to_json(bound, &sig);
         }
         if super::json::is_unsupported_json_function(name) {
             return self

@@ -146,9 +146,13 @@ impl Binder<'_> {
 
     /// The functions behind jsonb's operators: jsonb_contains (`@>`),
     /// jsonb_contained (`<@`), jsonb_exists (`?`), _exists_any (`?|`),
-    /// _exists_all (`?&`).
+    /// _exists_all (`?&`), jsonb_concat (`||`), jsonb_delete (`-` text or
+    /// integer), jsonb_delete_path (`#-`).
     fn operator_function(&mut self, base: &str, bound: Vec<(Expr, Ty)>, sig: &str) -> Result<(Expr, Ty)> {
         let undefined = || SqlError::undefined_function(sig);
+        if base == "delete" && bound.len() > 2 {
+            return Err(SqlError::unsupported("jsonb_delete of several keys (VARIADIC)"));
+        }
         let mut it = bound.into_iter();
         let ((x, xt), (y, yt)) = match (it.next(), it.next()) {
             (Some(a), Some(b)) => (a, b),
@@ -156,13 +160,29 @@ impl Binder<'_> {
         };
         let x = self.json_arg(x, xt, DataType::Jsonb, sig)?;
         let (f, args) = match base {
+            "concat" => (JsonFunc::Concat, vec![x, self.json_arg(y, yt, DataType::Jsonb, sig)?]),
+            // jsonb_delete(jsonb, text) and (jsonb, integer): an untyped
+            // literal is text, the preferred type of its category.
+            "delete" => {
+                let y = match yt {
+                    Some(t) if value::is_int4_implicit(t) => y,
+                    _ => self.text_scalar_arg(y, yt, &undefined)?,
+                };
+                (JsonFunc::Delete, vec![x, y])
+            }
+            "delete_path" => (JsonFunc::DeletePath, vec![x, self.text_array_arg(y, yt, &undefined)?]),
             "contains" => (JsonFunc::Contains, vec![x, self.json_arg(y, yt, DataType::Jsonb, sig)?]),
             "contained" => (JsonFunc::Contains, vec![self.json_arg(y, yt, DataType::Jsonb, sig)?, x]),
             "exists" => (JsonFunc::Exists, vec![x, self.text_scalar_arg(y, yt, &undefined)?]),
             "exists_any" => (JsonFunc::ExistsAny, vec![x, self.text_array_arg(y, yt, &undefined)?]),
             _ => (JsonFunc::ExistsAll, vec![x, self.text_array_arg(y, yt, &undefined)?]),
         };
-        Ok((Expr::Func(Func::Json(f), args), Some(DataType::Bool)))
+        let rt = if matches!(f, JsonFunc::Concat | JsonFunc::Delete | JsonFunc::DeletePath) {
+            DataType::Jsonb
+        } else {
+            DataType::Bool
+        };
+        Ok((Expr::Func(Func::Json(f), args), Some(rt)))
     }
 
     /// jsonb_path_exists, _match, _query_array, _query_first.
@@ -331,18 +351,7 @@ impl Binder<'_> {
                 return Err(SqlError::new("42804", "jsonb subscript does not support slices"));
             };
             let (i, it) = self.expr(index, scope, ctx)?;
-            let text = match it {
-                None => self.coerce(i, None, DataType::Text, "subscript")?,
-                Some(t) if value::is_int4_implicit(t) => self.result_cast(i, it, Some(DataType::Text))?,
-                Some(t) if category(t) == Category::String && Elem::of(t).is_none() => {
-                    self.text_arg(i, it, "subscript")?
-                }
-                Some(t) => {
-                    return Err(SqlError::new("42804", format!("subscript type {} is not supported", type_name(t)))
-                        .with_hint("jsonb subscript must be coercible to either integer or text."));
-                }
-            };
-            path.push(text);
+            path.push(self.jsonb_subscript_text(i, it)?);
         }
         // A text[] as the path operators take it (a catalog-form array).
         let path = Expr::Func(Func::Sys(crate::expr::SysFunc::MakeArray(Elem::Text)), path);
@@ -350,6 +359,57 @@ impl Binder<'_> {
             Expr::Func(Func::Json(JsonFunc::GetPath { jsonb: true, text: false }), vec![j, path]),
             Some(DataType::Jsonb),
         ))
+    }
+
+    /// One jsonb subscript as the text path step it is (jsonbsubs.c's
+    /// transform: an integer, a string, or an untyped literal as text).
+    fn jsonb_subscript_text(&mut self, i: Expr, it: Ty) -> Result<Expr> {
+        match it {
+            None => self.coerce(i, None, DataType::Text, "subscript"),
+            Some(t) if value::is_int4_implicit(t) => self.result_cast(i, it, Some(DataType::Text)),
+            Some(t) if category(t) == Category::String && Elem::of(t).is_none() => self.text_arg(i, it, "subscript"),
+            Some(t) => Err(SqlError::new("42804", format!("subscript type {} is not supported", type_name(t)))
+                .with_hint("jsonb subscript must be coercible to either integer or text.")),
+        }
+    }
+
+    /// UPDATE's `SET j[s1][s2]... = v` on a jsonb column (the arguments
+    /// after `parse::SUBSCRIPT_ASSIGN`'s spec, which says no slice): the
+    /// value takes jsonb's assignment casts (an untyped literal, jsonb,
+    /// json), as transformAssignmentIndirection checks.
+    pub(super) fn jsonb_subscript_assign(
+        &mut self,
+        j: Expr,
+        (v, vt): (Expr, Ty),
+        spec: &str,
+        subs: Vec<(Expr, Ty)>,
+        column: &str,
+    ) -> Result<(Expr, Ty)> {
+        if spec.contains('s') {
+            return Err(SqlError::new("42804", "jsonb subscript does not support slices"));
+        }
+        let v = match vt {
+            None => self.coerce(v, None, DataType::Jsonb, "subscripted assignment")?,
+            Some(DataType::Jsonb) => v,
+            Some(DataType::Json) => Expr::Cast(v.boxed(), DataType::Jsonb, false),
+            Some(t) => {
+                return Err(SqlError::new(
+                    "42804",
+                    format!(
+                        "subscripted assignment to \"{column}\" requires type jsonb but expression is of type {}",
+                        type_name(t)
+                    ),
+                )
+                .with_hint("You will need to rewrite or cast the expression."));
+            }
+        };
+        let expect_array = subs.first().is_some_and(|(_, t)| t.is_some_and(value::is_int4_implicit));
+        let mut args = vec![j, v];
+        for (i, it) in subs {
+            args.push(self.jsonb_subscript_text(i, it)?);
+        }
+        let f = JsonFunc::SubscriptAssign { expect_array };
+        Ok((Expr::Func(Func::Json(f), args), Some(DataType::Jsonb)))
     }
 
     fn text_scalar_arg(&mut self, y: Expr, yt: Ty, undefined: &dyn Fn() -> SqlError) -> Result<Expr> {
@@ -432,6 +492,37 @@ impl Binder<'_> {
         match t {
             None => self.coerce(e, None, want, sig),
             Some(t) if t == want => Ok(e),
+            Some(_) => Err(SqlError::undefined_function(sig)),
+        }
+    }
+
+    /// array_to_json(anyarray [, pretty]): to_json's text of the array
+    /// (its layout is array_to_json's); pretty's line feeds are refused.
+    pub(super) fn array_to_json(&mut self, bound: Vec<(Expr, Ty)>, sig: &str) -> Result<(Expr, Ty)> {
+        let mut it = bound.into_iter();
+        let (Some((a, at)), pretty, None) = (it.next(), it.next(), it.next()) else {
+            return Err(SqlError::undefined_function(sig));
+        };
+        match at {
+            None => {
+                return Err(SqlError::datatype_mismatch(
+                    "could not determine polymorphic type because input has type unknown".to_owned(),
+                ));
+            }
+            Some(t) if types::is_pseudo(t) => return Err(SqlError::unsupported("array_to_json of a system array")),
+            Some(t) if !crate::value::array::is_array(Some(t)) => return Err(SqlError::undefined_function(sig)),
+            Some(_) => {}
+        }
+        let json = Expr::Func(Func::Json(JsonFunc::To { jsonb: false }), vec![a]);
+        match pretty {
+            None | Some((Expr::Const(Value::Bool(false)), _)) => Ok((json, Some(DataType::Json))),
+            // Strict: a NULL pretty flag makes the result NULL.
+            Some((Expr::Const(Value::Null), None | Some(DataType::Bool))) => {
+                Ok((Expr::Const(Value::Null), Some(DataType::Json)))
+            }
+            Some((_, None | Some(DataType::Bool))) => {
+                Err(SqlError::unsupported("array_to_json with pretty line feeds"))
+            }
             Some(_) => Err(SqlError::undefined_function(sig)),
         }
     }
@@ -527,15 +618,24 @@ impl Binder<'_> {
                 (f, out, DataType::Jsonb)
             }
             b if jsonb && b.starts_with("path_") => return self.path_function(name, b, bound, sig),
-            "contains" | "contained" | "exists" | "exists_any" | "exists_all" if jsonb => {
-                arity(2, 2)?;
+            "contains" | "contained" | "exists" | "exists_any" | "exists_all" | "concat" | "delete" | "delete_path"
+                if jsonb =>
+            {
+                arity(2, if base == "delete" { usize::MAX } else { 2 })?;
                 return self.operator_function(base, bound, sig).map(Some);
             }
             "object" => {
                 arity(1, 2)?;
                 let mut out = Vec::new();
                 for (e, t) in bound {
-                    out.push(self.text_array_arg(e, t, &|| SqlError::undefined_function(sig))?);
+                    out.push(match (t, e) {
+                        // array_in's check of a literal, of any number of dimensions.
+                        (None, Expr::Const(Value::Text(s))) => {
+                            crate::value::array::array_in(&s, DataType::Text)?;
+                            Expr::Const(Value::Text(s))
+                        }
+                        (t, e) => self.text_array_arg(e, t, &|| SqlError::undefined_function(sig))?,
+                    });
                 }
                 (JsonFunc::Object { jsonb }, out, json_t)
             }

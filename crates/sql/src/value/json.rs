@@ -66,6 +66,12 @@ pub enum JsonFunc {
     /// jsonb_set_lax(target, path, new [, create [, null_value_treatment]])
     /// (not strict in `new`).
     SetLax,
+    /// `UPDATE ... SET j[s1][s2]... = v`: (jsonb, value, subscripts as
+    /// text...), not strict (value/json_assign.rs). `expect_array`: the
+    /// first subscript is an integer, so a NULL jsonb starts as `[]`.
+    SubscriptAssign {
+        expect_array: bool,
+    },
     /// json[b]_object(text[]) and json[b]_object(keys text[], values text[]).
     Object {
         jsonb: bool,
@@ -159,7 +165,7 @@ pub fn input(text: &str, jsonb: bool) -> Result<Value> {
     Ok(if jsonb { Value::Jsonb(parsed.into_jsonb().to_jsonb_text()) } else { Value::Json(text.to_owned()) })
 }
 
-fn jsonb_value(j: Json) -> Value {
+pub(super) fn jsonb_value(j: Json) -> Value {
     Value::Jsonb(j.into_jsonb().to_jsonb_text())
 }
 
@@ -573,7 +579,7 @@ impl SetMode {
 
 /// A path element used as an array index: PostgreSQL's strtoint (leading
 /// white space and a sign, nothing after the digits, int4 range).
-fn path_index(step: &str, level: usize) -> Result<i64> {
+pub(super) fn path_index(step: &str, level: usize) -> Result<i64> {
     step.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']).parse::<i32>().map(i64::from).map_err(|_| {
         SqlError::new("22P02", format!("path element at position {} is not an integer: \"{step}\"", level + 1))
     })
@@ -730,6 +736,7 @@ pub fn eval(f: JsonFunc, vals: &[Value]) -> Result<Value> {
         JsonFunc::ObjectAggKey => return object_agg_key(arg(0)),
         JsonFunc::Path(_) => return Err(SqlError::unsupported("a jsonpath function here")),
         JsonFunc::SetLax => return set_lax(vals),
+        JsonFunc::SubscriptAssign { expect_array } => return super::json_assign::assign(vals, expect_array),
         _ => {}
     }
     if vals.iter().any(Value::is_null) {
@@ -794,7 +801,8 @@ pub fn eval(f: JsonFunc, vals: &[Value]) -> Result<Value> {
         | JsonFunc::BuildArray { .. }
         | JsonFunc::ObjectAggKey
         | JsonFunc::Path(_)
-        | JsonFunc::SetLax => Value::Null,
+        | JsonFunc::SetLax
+        | JsonFunc::SubscriptAssign { .. } => Value::Null,
     })
 }
 
@@ -839,19 +847,42 @@ fn build_object(vals: &[Value], jsonb: bool) -> Result<Value> {
     Ok(Value::Json(out))
 }
 
+/// A text[] argument of json_object (the text form, of any number of
+/// dimensions): its number of dimensions, its second dimension's length
+/// and its elements in storage order.
+fn object_array(v: &Value) -> Result<(usize, usize, Vec<Option<String>>)> {
+    let Value::Array(items) = value::array::array_in(v.as_str().unwrap_or("{}"), DataType::Text)? else {
+        return Ok((0, 0, Vec::new()));
+    };
+    let dims = value::array::dims(&items);
+    let elems = value::array::leaves(&items).into_iter().map(|e| e.as_str().map(str::to_owned)).collect();
+    Ok((dims.len(), dims.get(1).copied().unwrap_or(0), elems))
+}
+
 /// json_object / jsonb_object of one array of alternating keys and values
-/// or of a keys array and a values array; the values are json strings.
+/// (one-dimensional, or of two columns) or of a keys array and a values
+/// array (one-dimensional); the values are json strings.
 fn object(vals: &[Value], jsonb: bool) -> Result<Value> {
+    let subscripts = || SqlError::new("2202E", "wrong number of array subscripts");
     let pairs: Vec<(Option<String>, Option<String>)> = match vals {
         [both] => {
-            let items = text_array(both)?;
-            if !items.len().is_multiple_of(2) {
-                return Err(SqlError::new("2202E", "array must have even number of elements"));
+            let (ndims, columns, items) = object_array(both)?;
+            match ndims {
+                0 | 1 if !items.len().is_multiple_of(2) => {
+                    return Err(SqlError::new("2202E", "array must have even number of elements"));
+                }
+                0 | 1 => {}
+                2 if columns != 2 => return Err(SqlError::new("2202E", "array must have two columns")),
+                2 => {}
+                _ => return Err(subscripts()),
             }
             items.chunks(2).map(|kv| (kv[0].clone(), kv[1].clone())).collect()
         }
         [keys, values] => {
-            let (keys, values) = (text_array(keys)?, text_array(values)?);
+            let ((nk, _, keys), (nv, _, values)) = (object_array(keys)?, object_array(values)?);
+            if nk > 1 || nk != nv {
+                return Err(subscripts());
+            }
             if keys.len() != values.len() {
                 return Err(SqlError::new("2202E", "mismatched array dimensions"));
             }

@@ -9,7 +9,7 @@
 //!   json the text as written, from jsonb its jsonb text;
 //! - an array type: a JSON array element by element, a JSON string
 //!   through array input, anything else 22P02 `expected JSON array`; a
-//!   nested JSON array (a multidimensional array) is refused (0A000);
+//!   JSON array of arrays is a multidimensional array (populate_array);
 //! - any other type: the type's input function on a string's contents,
 //!   a number's text (as written in json, numeric_out's in jsonb), `true`
 //!   / `false`, or an object's or array's JSON text.
@@ -165,7 +165,7 @@ fn field(jv: Jv<'_>, ty: DataType, key: &str) -> Result<Value> {
             };
             super::json::input(&text, ty == DataType::Jsonb)
         }
-        (Json::Array(_), DataType::Array(elem)) => array(jv, tree, elem.get(), key),
+        (Json::Array(_), DataType::Array(elem)) => array(jv, elem.get(), key),
         (Json::String(_), DataType::Array(_)) => scalar(jv, tree, ty),
         (_, DataType::Array(_)) => {
             Err(SqlError::new("22P02", "expected JSON array").with_hint(format!("See the value of key \"{key}\".")))
@@ -174,28 +174,98 @@ fn field(jv: Jv<'_>, ty: DataType, key: &str) -> Result<Value> {
     }
 }
 
-/// A one-dimensional JSON array into an array of `elem`.
-fn array(jv: Jv<'_>, tree: &Json, elem: DataType, key: &str) -> Result<Value> {
-    let items: Vec<Jv<'_>> = match (jv, tree) {
-        (Jv::Text(t), _) => match json::shallow(t).map_err(|e| syntax(e, t))? {
-            Shallow::Array(items) => items.into_iter().map(Jv::Text).collect(),
-            _ => Vec::new(),
-        },
-        (Jv::Tree(_), Json::Array(items)) => items.iter().map(Jv::Tree).collect(),
-        _ => Vec::new(),
-    };
-    let mut out = Vec::with_capacity(items.len());
-    for item in items {
-        let nested = match item {
+/// populate_array: a JSON array of arrays (as deep as its first elements
+/// go) into an array of `elem` of that many dimensions. The sub-arrays of
+/// each dimension must all be as long as its first (22P02 `malformed JSON
+/// array`), and an element above the innermost dimension must be an
+/// array (22P02 `expected JSON array`, the hint naming where).
+fn array(jv: Jv<'_>, elem: DataType, key: &str) -> Result<Value> {
+    let mut dims = Dims { ndims: 0, lens: Vec::new(), sizes: Vec::new(), key };
+    let items = dims.sub_array(jv, 1, elem)?;
+    if dims.ndims > super::array::DIMS_MAX {
+        return Err(super::array::too_many_dims(dims.ndims));
+    }
+    // makeMdArrayResult: a dimension of length 0 makes the array empty.
+    if items.is_empty() || dims.lens.contains(&Some(0)) {
+        return Ok(Value::Array(Vec::new()));
+    }
+    Ok(Value::Array(items))
+}
+
+/// PopulateArrayContext: the number of dimensions once known (0 until
+/// then), each dimension's length once known, and the count of elements
+/// of the sub-array being read at each dimension.
+struct Dims<'k> {
+    ndims: usize,
+    lens: Vec<Option<usize>>,
+    sizes: Vec<usize>,
+    key: &'k str,
+}
+
+impl Dims<'_> {
+    /// populate_array_dim_jsonb: the (sub-)array `jv` at dimension `ndim`
+    /// (from 1), its elements or sub-arrays.
+    fn sub_array(&mut self, jv: Jv<'_>, ndim: usize, elem: DataType) -> Result<Vec<Value>> {
+        let items: Vec<Jv<'_>> = match jv {
+            Jv::Text(t) => match json::shallow(t).map_err(|e| syntax(e, t))? {
+                Shallow::Array(items) => items.into_iter().map(Jv::Text).collect(),
+                _ => return Err(self.expected_array(ndim - 1)),
+            },
+            Jv::Tree(Json::Array(items)) => items.iter().map(Jv::Tree).collect(),
+            Jv::Tree(_) => return Err(self.expected_array(ndim - 1)),
+        };
+        let is_array = |jv: &Jv<'_>| match jv {
             Jv::Text(t) => t.trim_start().starts_with('['),
             Jv::Tree(j) => matches!(j, Json::Array(_)),
         };
-        if nested {
-            return Err(SqlError::unsupported(format!("multidimensional arrays (the value of key \"{key}\")")));
+        if self.ndims == 0 && !items.first().is_some_and(is_array) {
+            self.ndims = ndim;
+            self.lens = vec![None; ndim];
+            self.sizes = vec![0; ndim];
         }
-        out.push(field(item, elem, key)?);
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            if self.ndims > 0 && ndim >= self.ndims {
+                out.push(field(item, elem, self.key)?);
+                self.sizes[ndim - 1] += 1;
+            } else {
+                out.push(Value::Array(self.sub_array(item, ndim + 1, elem)?));
+                self.check_dimension(ndim)?;
+            }
+        }
+        if ndim == 1 {
+            self.lens[0] = Some(self.sizes[0]);
+        }
+        Ok(out)
     }
-    Ok(Value::Array(out))
+
+    /// populate_array_check_dimension: the sub-array of dimension `ndim + 1`
+    /// just read against the first one's length.
+    fn check_dimension(&mut self, ndim: usize) -> Result<()> {
+        let len = self.sizes[ndim];
+        match self.lens[ndim] {
+            None => self.lens[ndim] = Some(len),
+            Some(first) if first != len => {
+                return Err(SqlError::new("22P02", "malformed JSON array")
+                    .with_detail("Multidimensional arrays must have sub-arrays with matching dimensions."));
+            }
+            Some(_) => {}
+        }
+        self.sizes[ndim] = 0;
+        self.sizes[ndim - 1] += 1;
+        Ok(())
+    }
+
+    /// populate_array_report_expected_array: a non-array where dimension
+    /// `ndim + 1` was expected.
+    fn expected_array(&self, ndim: usize) -> SqlError {
+        let err = SqlError::new("22P02", "expected JSON array");
+        if ndim == 0 {
+            return err.with_hint(format!("See the value of key \"{}\".", self.key));
+        }
+        let at: String = self.sizes.iter().take(ndim).map(|n| format!("[{n}]")).collect();
+        err.with_hint(format!("See the array element {at} of key \"{}\".", self.key))
+    }
 }
 
 /// populate_scalar: the type's input function on the value's text.

@@ -26,6 +26,7 @@ mod era;
 pub mod interval;
 pub mod interval_in;
 pub(crate) mod json;
+mod json_assign;
 pub(crate) mod json_record;
 pub mod numeric_transcendental;
 mod numeric_wide;
