@@ -12,8 +12,8 @@ use sqlparser::ast;
 
 use super::{Binder, ident};
 use crate::catalog::partitions::{
-    Bound, PARTITION_CHECK, PARTITION_MOVE, Partition, PartitionSpec, RangeDatum, Strategy, cmp_bound, is_partitioned,
-    leaves, parent_of,
+    Bound, PARTITION_CHECK, PARTITION_MOVE, PARTITIONED_READ, Partition, PartitionSpec, RangeDatum, Strategy,
+    cmp_bound, is_partitioned, leaves, parent_of,
 };
 use crate::dialect::PartitionCommand;
 use crate::error::{Result, SqlError};
@@ -39,58 +39,54 @@ fn key_type_ok(ty: DataType) -> bool {
     )
 }
 
-fn col(pos: usize) -> Box<Expr> {
-    Box::new(Expr::Column(pos))
-}
-
-fn cmp(op: CmpOp, pos: usize, v: &Value) -> Expr {
-    Expr::Cmp(op, col(pos), Box::new(Expr::Const(v.clone())))
+fn cmp(op: CmpOp, key: &Expr, v: &Value) -> Expr {
+    Expr::Cmp(op, Box::new(key.clone()), Box::new(Expr::Const(v.clone())))
 }
 
 /// `key >= lower` (lexicographic, PostgreSQL's MINVALUE/MAXVALUE rules) from datum `i` on.
-fn lower_pred(key: &[usize], lo: &[RangeDatum], i: usize) -> Expr {
+fn lower_pred(key: &[Expr], lo: &[RangeDatum], i: usize) -> Expr {
     match (key.get(i), lo.get(i)) {
-        (Some(&k), Some(RangeDatum::Value(v))) if i + 1 < key.len() => {
+        (Some(k), Some(RangeDatum::Value(v))) if i + 1 < key.len() => {
             Expr::Or(vec![cmp(CmpOp::Gt, k, v), Expr::And(vec![cmp(CmpOp::Eq, k, v), lower_pred(key, lo, i + 1)])])
         }
-        (Some(&k), Some(RangeDatum::Value(v))) => cmp(CmpOp::GtEq, k, v),
+        (Some(k), Some(RangeDatum::Value(v))) => cmp(CmpOp::GtEq, k, v),
         (_, Some(RangeDatum::MaxValue)) => Expr::Const(Value::Bool(false)),
         _ => Expr::Const(Value::Bool(true)),
     }
 }
 
 /// `key < upper` from datum `i` on.
-fn upper_pred(key: &[usize], hi: &[RangeDatum], i: usize) -> Expr {
+fn upper_pred(key: &[Expr], hi: &[RangeDatum], i: usize) -> Expr {
     match (key.get(i), hi.get(i)) {
-        (Some(&k), Some(RangeDatum::Value(v))) if i + 1 < key.len() => {
+        (Some(k), Some(RangeDatum::Value(v))) if i + 1 < key.len() => {
             Expr::Or(vec![cmp(CmpOp::Lt, k, v), Expr::And(vec![cmp(CmpOp::Eq, k, v), upper_pred(key, hi, i + 1)])])
         }
-        (Some(&k), Some(RangeDatum::Value(v))) => cmp(CmpOp::Lt, k, v),
+        (Some(k), Some(RangeDatum::Value(v))) => cmp(CmpOp::Lt, k, v),
         (_, Some(RangeDatum::MaxValue)) => Expr::Const(Value::Bool(true)),
         _ => Expr::Const(Value::Bool(false)),
     }
 }
 
-/// The rows a bound takes, over the row of the partitioned table (and of
-/// any partition: they have its columns); None for DEFAULT.
-pub(super) fn bound_pred(key: &[usize], bound: &Bound) -> Option<Expr> {
+/// The rows a bound takes, `key` its key over the row of the partitioned
+/// table (and of any partition: they have its columns); None for DEFAULT.
+pub(super) fn bound_pred(key: &[Expr], bound: &Bound) -> Option<Expr> {
     Some(match bound {
         Bound::Default => return None,
         Bound::Range(lo, hi) => {
-            let mut all: Vec<Expr> = key.iter().map(|&k| Expr::IsNull(col(k), true)).collect();
+            let mut all: Vec<Expr> = key.iter().map(|k| Expr::IsNull(Box::new(k.clone()), true)).collect();
             all.push(lower_pred(key, lo, 0));
             all.push(upper_pred(key, hi, 0));
             Expr::And(all)
         }
         Bound::List(vals) => {
-            let k = key.first().copied().unwrap_or(0);
+            let k = Box::new(key.first().cloned().unwrap_or(Expr::Const(Value::Null)));
             let list: Vec<Expr> = vals.iter().filter(|v| !v.is_null()).map(|v| Expr::Const(v.clone())).collect();
             let has_null = vals.iter().any(Value::is_null);
-            let within = Expr::InList { expr: col(k), list, negated: false };
+            let within = Expr::InList { expr: k.clone(), list, negated: false };
             match (has_null, vals.len()) {
-                (true, 1) => Expr::IsNull(col(k), false),
-                (true, _) => Expr::Or(vec![Expr::IsNull(col(k), false), within]),
-                (false, _) => Expr::And(vec![Expr::IsNull(col(k), true), within]),
+                (true, 1) => Expr::IsNull(k, false),
+                (true, _) => Expr::Or(vec![Expr::IsNull(k, false), within]),
+                (false, _) => Expr::And(vec![Expr::IsNull(k, true), within]),
             }
         }
     })
@@ -98,7 +94,7 @@ pub(super) fn bound_pred(key: &[usize], bound: &Bound) -> Option<Expr> {
 
 /// The constraint of partition `k` of `spec`: its bound, or for the
 /// default partition, no other partition's.
-fn partition_pred(spec: &PartitionSpec, key: &[usize], k: usize) -> Expr {
+fn partition_pred(spec: &PartitionSpec, key: &[Expr], k: usize) -> Expr {
     let Some(p) = spec.partitions.get(k) else { return Expr::Const(Value::Bool(true)) };
     bound_pred(key, &p.bound).unwrap_or_else(|| {
         let others: Vec<Expr> = spec.partitions.iter().filter_map(|o| bound_pred(key, &o.bound)).collect();
@@ -107,6 +103,11 @@ fn partition_pred(spec: &PartitionSpec, key: &[usize], k: usize) -> Expr {
         }
         Expr::Not(Box::new(Expr::Coalesce(vec![Expr::Or(others), Expr::Const(Value::Bool(false))])))
     })
+}
+
+/// Key positions as column expressions, `offset` on in the joined row.
+fn key_exprs(positions: &[usize], offset: usize) -> Vec<Expr> {
+    positions.iter().map(|&p| Expr::Column(p + offset)).collect()
 }
 
 fn datum_text(d: &RangeDatum) -> String {
@@ -230,7 +231,7 @@ impl Binder<'_> {
             c.for_values.as_ref().ok_or_else(|| SqlError::syntax("PARTITION OF needs FOR VALUES or DEFAULT"))?;
         let bound = self.partition_bound(for_values, &spec, &parent, &name)?;
         spec.check_new(&name, &bound)?;
-        let key = spec.key_positions(&parent);
+        let key = key_exprs(&spec.key_positions(&parent), 0);
         let (guard, default_name) = self.default_guard(&spec, &bound);
         let guard_bound = bound_pred(&key, &bound);
         let create =
@@ -300,7 +301,7 @@ impl Binder<'_> {
         let for_values = c.for_values.as_ref().ok_or_else(|| SqlError::syntax("ATTACH PARTITION needs FOR VALUES"))?;
         let bound = self.partition_bound(for_values, &spec, &parent, &table.name)?;
         spec.check_new(&table.name, &bound)?;
-        let key = spec.key_positions(&parent);
+        let key = key_exprs(&spec.key_positions(&parent), 0);
         let mut with = spec.clone();
         with.partitions.push(Partition { name: table.name.clone(), bound: bound.clone() });
         let own = partition_pred(&with, &key, with.partitions.len() - 1);
@@ -502,7 +503,7 @@ impl Binder<'_> {
     pub(super) fn partition_constraint(&mut self, table: &TableSchema) -> Result<Option<Expr>> {
         let Some((parent, spec, k)) = parent_of(self.catalog, &table.name) else { return Ok(None) };
         self.depend(&parent);
-        let key = spec.key_positions(&parent);
+        let key = key_exprs(&spec.key_positions(&parent), 0);
         let own = partition_pred(&spec, &key, k);
         Ok(Some(match self.partition_constraint(&parent)? {
             Some(up) => Expr::And(vec![up, own]),
@@ -530,7 +531,8 @@ impl Binder<'_> {
         let spec =
             PartitionSpec::decode(t).ok_or_else(|| SqlError::new("XX000", "a partitioned table without its key"))?;
         self.depend(t);
-        let key = spec.key_positions(t);
+        let positions = spec.key_positions(t);
+        let key = key_exprs(&positions, 0);
         let own_constraint =
             self.partition_constraint(t)?.map(|expr| BoundCheck { name: PARTITION_CHECK.to_owned(), expr });
         let mut partitions = Vec::new();
@@ -554,8 +556,43 @@ impl Binder<'_> {
             }
         }
         partitions.extend(default.map(|d| (None, d)));
-        let key = key.iter().zip(&spec.key).map(|(&p, n)| (p, n.clone())).collect();
+        let key = positions.iter().zip(&spec.key).map(|(&p, n)| (p, n.clone())).collect();
         Ok(PartitionRoute { table: t.name.clone(), key, own_constraint, partitions })
+    }
+
+    /// The `tableoid` of a row of partitioned table `t` (a partition of
+    /// `root`, or `root` itself) read at `offset` of the joined row: the
+    /// partition its key routes it to. Every stored row holds its
+    /// partition's constraint, so the key names the partition.
+    pub(super) fn routed_tableoid(&mut self, root: &TableSchema, t: &Arc<TableSchema>, offset: usize) -> Result<Expr> {
+        let spec =
+            PartitionSpec::decode(t).ok_or_else(|| SqlError::new("XX000", "a partitioned table without its key"))?;
+        self.depend(t);
+        let positions: Vec<usize> = spec.key.iter().filter_map(|k| root.column_index(k)).collect();
+        let key = key_exprs(&positions, offset);
+        let mut whens = Vec::new();
+        let mut otherwise = None;
+        for p in &spec.partitions {
+            let child = self
+                .catalog
+                .table_by_name(&p.name)
+                .cloned()
+                .ok_or_else(|| SqlError::new("XX000", format!("partition \"{}\" is gone", p.name)))?;
+            self.depend(&child);
+            let oid = if is_partitioned(&child) {
+                self.routed_tableoid(root, &child, offset)?
+            } else {
+                Expr::Const(Value::Int8(crate::catalog::table_oid(&child)))
+            };
+            match bound_pred(&key, &p.bound) {
+                Some(cond) => whens.push((cond, oid)),
+                None => otherwise = Some(Box::new(oid)),
+            }
+        }
+        if whens.is_empty() {
+            return Ok(otherwise.map_or(Expr::Const(Value::Null), |o| *o));
+        }
+        Ok(Expr::Case { operand: None, whens, otherwise })
     }
 
     /// The partitioned table `name` names, if it names one.
@@ -604,7 +641,9 @@ impl Binder<'_> {
         let plan = plan?;
         let cols = t.visible_columns().iter().map(|c| (c.name.clone(), c.ty)).collect();
         let tree = SetTree::Select(Box::new(plan));
-        Ok(Some((super::detached(&t.name, cols), VirtualSource::Query(tree))))
+        let mut schema = TableSchema::clone(&super::detached(&t.name, cols));
+        schema.annotation = Some(format!("{PARTITIONED_READ}{}", t.name));
+        Ok(Some((Arc::new(schema), VirtualSource::Query(tree))))
     }
 
     /// UPDATE or DELETE whose target `twj` is a partitioned table: the

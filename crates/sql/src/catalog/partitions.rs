@@ -20,6 +20,11 @@ use crate::error::{Result, SqlError};
 /// The first line of a partitioned table's annotation (the number is the format).
 pub const PARTITIONED_MAGIC: &str = "pgtier_partitioned 1\n";
 
+/// The annotation of the schema a partitioned table is read through in
+/// FROM (the union of its partitions), followed by the table's stored
+/// name: its rows have a `tableoid`, as a stored table's have.
+pub const PARTITIONED_READ: &str = "pgtier_partitioned_read\n";
+
 /// The name of a partition constraint among the checks a statement
 /// evaluates: its violation is "violates partition constraint".
 pub const PARTITION_CHECK: &str = "\0partition";
