@@ -642,8 +642,8 @@ pub struct PartitionRoute {
     /// The partitioned table's stored name, for the error when no
     /// partition takes the row.
     pub table: String,
-    /// Its key: (position, name).
-    pub key: Vec<(usize, String)>,
+    /// Its key: (expression over the row, as PostgreSQL prints it).
+    pub key: Vec<(Expr, String)>,
     /// When the partitioned table is itself a partition: its partition
     /// constraint, checked first.
     pub own_constraint: Option<BoundCheck>,

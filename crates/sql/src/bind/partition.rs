@@ -12,8 +12,8 @@ use sqlparser::ast;
 
 use super::{Binder, ident};
 use crate::catalog::partitions::{
-    Bound, PARTITION_CHECK, PARTITION_MOVE, PARTITIONED_READ, Partition, PartitionSpec, RangeDatum, Strategy,
-    cmp_bound, is_partitioned, leaves, parent_of,
+    Bound, KEY_EXPR, PARTITION_CHECK, PARTITION_MOVE, PARTITIONED_READ, Partition, PartitionSpec, RangeDatum, Strategy,
+    cmp_bound, is_partitioned, key_expr, key_expr_entry, key_text, leaves, parent_of,
 };
 use crate::dialect::PartitionCommand;
 use crate::error::{Result, SqlError};
@@ -105,11 +105,6 @@ fn partition_pred(spec: &PartitionSpec, key: &[Expr], k: usize) -> Expr {
     })
 }
 
-/// Key positions as column expressions, `offset` on in the joined row.
-fn key_exprs(positions: &[usize], offset: usize) -> Vec<Expr> {
-    positions.iter().map(|&p| Expr::Column(p + offset)).collect()
-}
-
 fn datum_text(d: &RangeDatum) -> String {
     match d {
         RangeDatum::MinValue => "MINVALUE".to_owned(),
@@ -148,28 +143,25 @@ impl Binder<'_> {
         let ast::FunctionArguments::List(args) = &f.args else {
             return Err(SqlError::syntax("PARTITION BY needs a column list"));
         };
-        let mut key = Vec::new();
+        let mut key: Vec<String> = Vec::new();
         for a in &args.args {
-            let ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(ast::Expr::Identifier(id))) = a else {
-                return Err(SqlError::unsupported("partition key expressions"));
+            let ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) = a else {
+                return Err(SqlError::syntax("PARTITION BY needs a column list"));
             };
-            let name = ident(id);
-            let Some(c) = def.columns.iter().find(|c| c.name == name) else {
-                return Err(SqlError::new("42703", format!("column \"{name}\" named in partition key does not exist")));
-            };
-            if !key_type_ok(c.ty) {
-                return Err(SqlError::unsupported(format!(
-                    "a partition key of type {}",
-                    crate::value::type_name(c.ty)
-                )));
-            }
-            if key.contains(&name) {
+            let name = self.key_entry(e, def)?;
+            if key.contains(&name) && key_expr(&name).is_none() {
                 return Err(SqlError::new(
                     "42701",
                     format!("column \"{name}\" appears more than once in partition key"),
                 ));
             }
             key.push(name);
+        }
+        if key.iter().any(|k| key_expr(k).is_some()) && (!def.primary_key.is_empty() || !def.unique.is_empty()) {
+            return Err(SqlError::unsupported(
+                "unsupported PRIMARY KEY or UNIQUE constraint with partition key definition",
+            )
+            .with_detail("PRIMARY KEY or UNIQUE constraints cannot be used when partition keys include expressions."));
         }
         if strategy == Strategy::List && key.len() > 1 {
             return Err(SqlError::new("42P16", "cannot use \"list\" partition strategy with more than one column"));
@@ -192,6 +184,111 @@ impl Binder<'_> {
         }
         def.annotation = Some(PartitionSpec { strategy, key, partitions: Vec::new() }.encode());
         Ok(())
+    }
+
+    /// One element of PARTITION BY: a column's name, or the stored form
+    /// of an expression over the columns of `def` (a function of columns
+    /// and constants, or one arithmetic operator between them: the forms
+    /// whose text PostgreSQL prints back as written).
+    fn key_entry(&mut self, e: &ast::Expr, def: &TableDef) -> Result<String> {
+        let inner = match e {
+            ast::Expr::Nested(x) => x.as_ref(),
+            other => other,
+        };
+        if let ast::Expr::Identifier(id) = inner {
+            let name = ident(id);
+            let Some(c) = def.columns.iter().find(|c| c.name == name) else {
+                return Err(SqlError::new("42703", format!("column \"{name}\" named in partition key does not exist")));
+            };
+            if !key_type_ok(c.ty) || name.starts_with(KEY_EXPR) {
+                return Err(SqlError::unsupported(format!(
+                    "a partition key of type {}",
+                    crate::value::type_name(c.ty)
+                )));
+            }
+            return Ok(name);
+        }
+        let operand = |x: &ast::Expr| matches!(x, ast::Expr::Identifier(_) | ast::Expr::Value(_));
+        let simple = match inner {
+            ast::Expr::BinaryOp { left, op, right } => {
+                matches!(e, ast::Expr::Nested(_))
+                    && matches!(
+                        op,
+                        ast::BinaryOperator::Plus | ast::BinaryOperator::Minus | ast::BinaryOperator::Multiply
+                    )
+                    && operand(left)
+                    && operand(right)
+            }
+            ast::Expr::Function(f) => match &f.args {
+                ast::FunctionArguments::List(l) => {
+                    l.duplicate_treatment.is_none()
+                        && l.clauses.is_empty()
+                        && f.filter.is_none()
+                        && f.over.is_none()
+                        && l.args.iter().all(
+                            |a| matches!(a, ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(x)) if operand(x)),
+                        )
+                }
+                _ => false,
+            },
+            _ => false,
+        };
+        let sql = inner.to_string();
+        if !simple || !sql.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || " _+-*(),".contains(c)) {
+            return Err(SqlError::unsupported("this partition key expression"));
+        }
+        let cols = def.columns.iter().map(|c| (c.name.clone(), c.ty)).collect();
+        let table = super::detached(crate::names::short(&def.name), cols);
+        let (x, ty) = self.bind_over(inner, &table, 0)?;
+        if !super::expr::has_vars(&x) {
+            return Err(SqlError::new("42P17", "cannot use constant expression as partition key"));
+        }
+        let ty = ty.unwrap_or(DataType::Text);
+        key_expr_entry(&sql, ty)
+            .filter(|_| key_type_ok(ty))
+            .ok_or_else(|| SqlError::unsupported(format!("a partition key of type {}", crate::value::type_name(ty))))
+    }
+
+    /// `e` bound over a row of `t` read at `offset` of the row.
+    fn bind_over(&mut self, e: &ast::Expr, t: &Arc<TableSchema>, offset: usize) -> Result<(Expr, super::Ty)> {
+        let rel = crate::plan::Rel {
+            name: crate::names::short(&t.name).to_owned(),
+            table: Arc::clone(t),
+            offset,
+            source: None,
+        };
+        let scope =
+            super::Scope { rels: vec![rel], hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer: None };
+        self.expr(e, &scope, &mut super::ExprCtx::plain("partition key expressions"))
+    }
+
+    /// The key of `spec` over a row of `t` (the partitioned table or one
+    /// with its column names) read at `offset`.
+    pub(super) fn key_exprs(&mut self, spec: &PartitionSpec, t: &Arc<TableSchema>, offset: usize) -> Result<Vec<Expr>> {
+        let mut out = Vec::with_capacity(spec.key.len());
+        for k in &spec.key {
+            out.push(match key_expr(k) {
+                Some((_, sql)) => {
+                    let e = match crate::parse::parse_sql(&format!("SELECT {sql}"))?.pop() {
+                        Some(ast::Statement::Query(q)) => match *q.body {
+                            ast::SetExpr::Select(sel) => match sel.projection.into_iter().next() {
+                                Some(ast::SelectItem::UnnamedExpr(e)) => e,
+                                _ => return Err(SqlError::new("XX000", "a stored partition key is not an expression")),
+                            },
+                            _ => return Err(SqlError::new("XX000", "a stored partition key is not an expression")),
+                        },
+                        _ => return Err(SqlError::new("XX000", "a stored partition key is not an expression")),
+                    };
+                    self.bind_over(&e, t, offset)?.0
+                }
+                None => Expr::Column(
+                    t.column_index(k)
+                        .ok_or_else(|| SqlError::new("XX000", format!("partition key column \"{k}\" is gone")))?
+                        + offset,
+                ),
+            });
+        }
+        Ok(out)
     }
 
     /// CREATE TABLE name PARTITION OF parent FOR VALUES ... | DEFAULT
@@ -231,7 +328,7 @@ impl Binder<'_> {
             c.for_values.as_ref().ok_or_else(|| SqlError::syntax("PARTITION OF needs FOR VALUES or DEFAULT"))?;
         let bound = self.partition_bound(for_values, &spec, &parent, &name)?;
         spec.check_new(&name, &bound)?;
-        let key = key_exprs(&spec.key_positions(&parent), 0);
+        let key = self.key_exprs(&spec, &parent, 0)?;
         let (guard, default_name) = self.default_guard(&spec, &bound);
         let guard_bound = bound_pred(&key, &bound);
         let create =
@@ -301,7 +398,7 @@ impl Binder<'_> {
         let for_values = c.for_values.as_ref().ok_or_else(|| SqlError::syntax("ATTACH PARTITION needs FOR VALUES"))?;
         let bound = self.partition_bound(for_values, &spec, &parent, &table.name)?;
         spec.check_new(&table.name, &bound)?;
-        let key = key_exprs(&spec.key_positions(&parent), 0);
+        let key = self.key_exprs(&spec, &parent, 0)?;
         let mut with = spec.clone();
         with.partitions.push(Partition { name: table.name.clone(), bound: bound.clone() });
         let own = partition_pred(&with, &key, with.partitions.len() - 1);
@@ -408,11 +505,8 @@ impl Binder<'_> {
         parent: &TableSchema,
         name: &str,
     ) -> Result<Bound> {
-        let key: Vec<(&str, DataType)> = spec
-            .key
-            .iter()
-            .filter_map(|k| parent.columns.iter().find(|c| c.name == *k).map(|c| (c.name.as_str(), c.ty)))
-            .collect();
+        let names: Vec<String> = spec.key.iter().map(|k| key_text(k, false)).collect();
+        let key: Vec<(&str, DataType)> = names.iter().map(String::as_str).zip(spec.key_types(parent)).collect();
         match (spec.strategy, fv) {
             (_, ast::ForValues::Default) => Ok(Bound::Default),
             (Strategy::List, ast::ForValues::In(vals)) => {
@@ -503,7 +597,7 @@ impl Binder<'_> {
     pub(super) fn partition_constraint(&mut self, table: &TableSchema) -> Result<Option<Expr>> {
         let Some((parent, spec, k)) = parent_of(self.catalog, &table.name) else { return Ok(None) };
         self.depend(&parent);
-        let key = key_exprs(&spec.key_positions(&parent), 0);
+        let key = self.key_exprs(&spec, &parent, 0)?;
         let own = partition_pred(&spec, &key, k);
         Ok(Some(match self.partition_constraint(&parent)? {
             Some(up) => Expr::And(vec![up, own]),
@@ -531,8 +625,7 @@ impl Binder<'_> {
         let spec =
             PartitionSpec::decode(t).ok_or_else(|| SqlError::new("XX000", "a partitioned table without its key"))?;
         self.depend(t);
-        let positions = spec.key_positions(t);
-        let key = key_exprs(&positions, 0);
+        let key = self.key_exprs(&spec, t, 0)?;
         let own_constraint =
             self.partition_constraint(t)?.map(|expr| BoundCheck { name: PARTITION_CHECK.to_owned(), expr });
         let mut partitions = Vec::new();
@@ -556,7 +649,7 @@ impl Binder<'_> {
             }
         }
         partitions.extend(default.map(|d| (None, d)));
-        let key = positions.iter().zip(&spec.key).map(|(&p, n)| (p, n.clone())).collect();
+        let key = key.into_iter().zip(&spec.key).map(|(e, n)| (e, key_text(n, false))).collect();
         Ok(PartitionRoute { table: t.name.clone(), key, own_constraint, partitions })
     }
 
@@ -564,12 +657,16 @@ impl Binder<'_> {
     /// `root`, or `root` itself) read at `offset` of the joined row: the
     /// partition its key routes it to. Every stored row holds its
     /// partition's constraint, so the key names the partition.
-    pub(super) fn routed_tableoid(&mut self, root: &TableSchema, t: &Arc<TableSchema>, offset: usize) -> Result<Expr> {
+    pub(super) fn routed_tableoid(
+        &mut self,
+        root: &Arc<TableSchema>,
+        t: &Arc<TableSchema>,
+        offset: usize,
+    ) -> Result<Expr> {
         let spec =
             PartitionSpec::decode(t).ok_or_else(|| SqlError::new("XX000", "a partitioned table without its key"))?;
         self.depend(t);
-        let positions: Vec<usize> = spec.key.iter().filter_map(|k| root.column_index(k)).collect();
-        let key = key_exprs(&positions, offset);
+        let key = self.key_exprs(&spec, root, offset)?;
         let mut whens = Vec::new();
         let mut otherwise = None;
         for p in &spec.partitions {

@@ -231,7 +231,10 @@ impl Exec<'_> {
         }
         let show = |v: &Value| if v.is_null() { "null".to_owned() } else { value::to_text(v) };
         let names: Vec<&str> = route.key.iter().map(|(_, n)| n.as_str()).collect();
-        let vals: Vec<String> = route.key.iter().map(|&(p, _)| full.get(p).map_or_else(String::new, show)).collect();
+        let mut vals: Vec<String> = Vec::with_capacity(route.key.len());
+        for (e, _) in &route.key {
+            vals.push(show(&e.eval(env, self, full)?));
+        }
         Err(SqlError::new(
             "23514",
             format!("no partition of relation \"{}\" found for row", crate::names::short(&route.table)),
