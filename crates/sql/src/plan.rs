@@ -652,8 +652,10 @@ pub struct PartitionRoute {
 
 #[derive(Clone, Debug)]
 pub enum RouteTarget {
-    /// A partition that holds rows, with its CHECK constraints.
-    Leaf(Arc<TableSchema>, Vec<BoundCheck>),
+    /// A partition that holds rows, with its CHECK constraints and, when
+    /// its columns are in another order than the routed row's, the
+    /// routed row's position of each of its columns.
+    Leaf(Arc<TableSchema>, Vec<BoundCheck>, Option<Vec<usize>>),
     /// A partitioned partition: routed again by its own key.
     Node(Box<PartitionRoute>),
 }

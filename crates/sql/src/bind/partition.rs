@@ -330,6 +330,7 @@ impl Binder<'_> {
         spec.check_new(&name, &bound)?;
         let key = self.key_exprs(&spec, &parent, 0)?;
         let (guard, default_name) = self.default_guard(&spec, &bound);
+        refuse_reordered(&parent, &guard)?;
         let guard_bound = bound_pred(&key, &bound);
         let create =
             Plan::CreateTable { def, if_not_exists: c.if_not_exists, sequences: Vec::new(), indexes: Vec::new() };
@@ -398,16 +399,18 @@ impl Binder<'_> {
         let for_values = c.for_values.as_ref().ok_or_else(|| SqlError::syntax("ATTACH PARTITION needs FOR VALUES"))?;
         let bound = self.partition_bound(for_values, &spec, &parent, &table.name)?;
         spec.check_new(&table.name, &bound)?;
-        let key = self.key_exprs(&spec, &parent, 0)?;
+        // The check reads the attached table's rows, the guard the default partition's.
+        let key = self.key_exprs(&spec, &table, 0)?;
         let mut with = spec.clone();
         with.partitions.push(Partition { name: table.name.clone(), bound: bound.clone() });
         let own = partition_pred(&with, &key, with.partitions.len() - 1);
-        let check = match self.partition_constraint(&parent)? {
+        let check = match self.partition_constraint(&parent, &table)? {
             Some(up) => Expr::And(vec![up, own]),
             None => own,
         };
         let (guard, default_name) = self.default_guard(&spec, &bound);
-        let guard_bound = bound_pred(&key, &bound);
+        refuse_reordered(&parent, &guard)?;
+        let guard_bound = bound_pred(&self.key_exprs(&spec, &parent, 0)?, &bound);
         let partition = Partition { name: table.name.clone(), bound };
         Ok(Plan::AttachPartition {
             table,
@@ -464,16 +467,14 @@ impl Binder<'_> {
             k.sort();
             k
         };
-        let same_order = pc.iter().zip(tc).all(|(p, c)| p.name == c.name);
-        if !same_order
-            || parent.has_rowid() != table.has_rowid()
+        if parent.has_rowid() != table.has_rowid()
             || parent.columns.len() != table.columns.len()
             || names(parent, &parent.primary_key) != names(table, &table.primary_key)
             || keys(parent) != keys(table)
             || parent.checks.iter().any(|k| !table.checks.contains(k))
         {
             return Err(SqlError::unsupported(
-                "ATTACH PARTITION of a table whose column order, keys or CHECK constraints differ from the partitioned table's",
+                "ATTACH PARTITION of a table whose keys or CHECK constraints differ from the partitioned table's",
             ));
         }
         Ok(())
@@ -591,15 +592,20 @@ impl Binder<'_> {
         Ok(v)
     }
 
-    /// The partition constraint of `table` (its bound and its ancestors'),
-    /// None when it is not a partition. The partitioned tables it reads
+    /// The partition constraint of `table` (its bound, and its ancestors'),
+    /// None when it is not a partition, over a row of `shape` (`table`, or
+    /// a table with its column names). The partitioned tables it reads
     /// become dependencies: a new partition changes a default's constraint.
-    pub(super) fn partition_constraint(&mut self, table: &TableSchema) -> Result<Option<Expr>> {
+    pub(super) fn partition_constraint(
+        &mut self,
+        table: &TableSchema,
+        shape: &Arc<TableSchema>,
+    ) -> Result<Option<Expr>> {
         let Some((parent, spec, k)) = parent_of(self.catalog, &table.name) else { return Ok(None) };
         self.depend(&parent);
-        let key = self.key_exprs(&spec, &parent, 0)?;
+        let key = self.key_exprs(&spec, shape, 0)?;
         let own = partition_pred(&spec, &key, k);
-        Ok(Some(match self.partition_constraint(&parent)? {
+        Ok(Some(match self.partition_constraint(&parent, shape)? {
             Some(up) => Expr::And(vec![up, own]),
             None => own,
         }))
@@ -607,9 +613,9 @@ impl Binder<'_> {
 
     /// The partition constraint of `table` as a check, named for how the
     /// statement reached it.
-    pub(super) fn partition_check(&mut self, table: &TableSchema) -> Result<Option<BoundCheck>> {
+    pub(super) fn partition_check(&mut self, table: &Arc<TableSchema>) -> Result<Option<BoundCheck>> {
         let name = if self.partition_fanout { PARTITION_MOVE } else { PARTITION_CHECK };
-        Ok(self.partition_constraint(table)?.map(|expr| BoundCheck { name: name.to_owned(), expr }))
+        Ok(self.partition_constraint(table, table)?.map(|expr| BoundCheck { name: name.to_owned(), expr }))
     }
 
     /// An UPDATE's checks: the partition constraint first (PostgreSQL
@@ -622,12 +628,19 @@ impl Binder<'_> {
 
     /// Tuple routing for an INSERT into partitioned table `t`.
     pub(super) fn partition_route(&mut self, t: &Arc<TableSchema>) -> Result<PartitionRoute> {
+        self.route_over(t, t)
+    }
+
+    /// Tuple routing of partitioned table `t` for rows of `shape` (the
+    /// INSERT's target: `t` or an ancestor); a partition whose columns
+    /// are in another order gets the row rearranged by name.
+    fn route_over(&mut self, t: &Arc<TableSchema>, shape: &Arc<TableSchema>) -> Result<PartitionRoute> {
         let spec =
             PartitionSpec::decode(t).ok_or_else(|| SqlError::new("XX000", "a partitioned table without its key"))?;
         self.depend(t);
-        let key = self.key_exprs(&spec, t, 0)?;
+        let key = self.key_exprs(&spec, shape, 0)?;
         let own_constraint =
-            self.partition_constraint(t)?.map(|expr| BoundCheck { name: PARTITION_CHECK.to_owned(), expr });
+            self.partition_constraint(t, shape)?.map(|expr| BoundCheck { name: PARTITION_CHECK.to_owned(), expr });
         let mut partitions = Vec::new();
         let mut default = None;
         for p in &spec.partitions {
@@ -638,10 +651,17 @@ impl Binder<'_> {
                 .ok_or_else(|| SqlError::new("XX000", format!("partition \"{}\" is gone", p.name)))?;
             self.depend(&child);
             let target = if is_partitioned(&child) {
-                RouteTarget::Node(Box::new(self.partition_route(&child)?))
+                RouteTarget::Node(Box::new(self.route_over(&child, shape)?))
             } else {
                 let checks = self.own_checks(&child)?;
-                RouteTarget::Leaf(child, checks)
+                let map: Vec<usize> = child
+                    .columns
+                    .iter()
+                    .map(|c| shape.column_index(&c.name))
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| SqlError::new("XX000", "a partition's column is not its parent's"))?;
+                let reordered = map.len() != shape.columns.len() || map.iter().enumerate().any(|(i, &p)| i != p);
+                RouteTarget::Leaf(child, checks, reordered.then_some(map))
             };
             match bound_pred(&key, &p.bound) {
                 Some(cond) => partitions.push((Some(cond), target)),
@@ -812,6 +832,18 @@ impl Binder<'_> {
         self.perms.extend(kept);
         Ok(Some(Plan::Partitioned(plans)))
     }
+}
+
+/// 0A000 when a default partition's rows, which a new bound's guard reads
+/// over the partitioned table's row, have their columns in another order.
+fn refuse_reordered(parent: &TableSchema, guard: &[Arc<TableSchema>]) -> Result<()> {
+    let names = |t: &TableSchema| t.columns.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
+    if guard.iter().any(|g| names(g) != names(parent)) {
+        return Err(SqlError::unsupported(
+            "a new partition of a table whose default partition has its columns in another order",
+        ));
+    }
+    Ok(())
 }
 
 /// 0A000 for a statement that would change a partitioned table or a
