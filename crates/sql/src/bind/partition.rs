@@ -395,6 +395,10 @@ impl Binder<'_> {
                 format!("\"{}\" is already a partition", crate::names::short(&table.name)),
             ));
         }
+        // Routing does not fire a partition's triggers.
+        if !crate::catalog::triggers::triggers_of(self.catalog, &table.name).is_empty() {
+            return Err(SqlError::unsupported("ATTACH PARTITION of a table with triggers"));
+        }
         self.same_shape(&parent, &table)?;
         let for_values = c.for_values.as_ref().ok_or_else(|| SqlError::syntax("ATTACH PARTITION needs FOR VALUES"))?;
         let bound = self.partition_bound(for_values, &spec, &parent, &table.name)?;
@@ -786,6 +790,13 @@ impl Binder<'_> {
         }
         self.depend(&t);
         let mut parts = leaves(self.catalog, &t);
+        // Each partition's RETURNING lists its own columns in its own order.
+        let names = |x: &TableSchema| x.visible_columns().iter().map(|c| c.name.clone()).collect::<Vec<_>>();
+        if text.to_uppercase().contains("RETURNING") && parts.iter().any(|p| names(p) != names(&t)) {
+            return Err(SqlError::unsupported(
+                "RETURNING from UPDATE or DELETE of a partitioned table with a partition whose columns are in another order",
+            ));
+        }
         if parts.is_empty() {
             parts.push(Arc::clone(&t));
         }
