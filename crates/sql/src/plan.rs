@@ -642,8 +642,8 @@ pub struct PartitionRoute {
     /// The partitioned table's stored name, for the error when no
     /// partition takes the row.
     pub table: String,
-    /// Its key: (position, name).
-    pub key: Vec<(usize, String)>,
+    /// Its key: (expression over the row, as PostgreSQL prints it).
+    pub key: Vec<(Expr, String)>,
     /// When the partitioned table is itself a partition: its partition
     /// constraint, checked first.
     pub own_constraint: Option<BoundCheck>,
@@ -652,8 +652,10 @@ pub struct PartitionRoute {
 
 #[derive(Clone, Debug)]
 pub enum RouteTarget {
-    /// A partition that holds rows, with its CHECK constraints.
-    Leaf(Arc<TableSchema>, Vec<BoundCheck>),
+    /// A partition that holds rows, with its CHECK constraints and, when
+    /// its columns are in another order than the routed row's, the
+    /// routed row's position of each of its columns.
+    Leaf(Arc<TableSchema>, Vec<BoundCheck>, Option<Vec<usize>>),
     /// A partitioned partition: routed again by its own key.
     Node(Box<PartitionRoute>),
 }

@@ -80,3 +80,25 @@ fn a_prepared_insert_routes_to_a_partition_made_after_it() {
     conn.execute(&def, &[pgtier_engine::Value::Int4(3)]).unwrap();
     assert_eq!(one(&mut conn, "SELECT count(*) FROM l"), "2");
 }
+
+/// What pgtier cannot do exactly over a partition whose columns are in
+/// another order, or one with triggers, it refuses (0A000).
+#[test]
+fn reordered_partitions_refuse_what_they_cannot_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut conn = open(dir.path());
+    conn.execute_sql("CREATE TABLE p (a int, b text) PARTITION BY LIST (a)").unwrap();
+    conn.execute_sql("CREATE TABLE p1 (b text, a int)").unwrap();
+    conn.execute_sql("ALTER TABLE p ATTACH PARTITION p1 FOR VALUES IN (1)").unwrap();
+    conn.execute_sql("INSERT INTO p VALUES (1, 'x')").unwrap();
+    assert_eq!(one(&mut conn, "SELECT b || a FROM p1"), "x1");
+    let err = conn.execute_sql("UPDATE p SET b = 'y' RETURNING *").unwrap_err();
+    assert_eq!(err.sqlstate, "0A000");
+    conn.execute_sql("CREATE TABLE d (b text, a int)").unwrap();
+    conn.execute_sql("ALTER TABLE p ATTACH PARTITION d DEFAULT").unwrap();
+    assert_eq!(conn.execute_sql("CREATE TABLE p2 PARTITION OF p FOR VALUES IN (2)").unwrap_err().sqlstate, "0A000");
+    conn.execute_sql("CREATE TABLE t (b text, a int)").unwrap();
+    conn.execute_sql("CREATE FUNCTION f() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$").unwrap();
+    conn.execute_sql("CREATE TRIGGER tt BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION f()").unwrap();
+    assert_eq!(conn.execute_sql("ALTER TABLE p ATTACH PARTITION t FOR VALUES IN (3)").unwrap_err().sqlstate, "0A000");
+}

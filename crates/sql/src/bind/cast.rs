@@ -267,6 +267,28 @@ pub(super) fn finish_output(plan: &mut SelectPlan) {
     }
 }
 
+/// Top-level output of a statement: a query's, or the RETURNING of an
+/// INSERT, UPDATE or DELETE (reg* columns print as names there too).
+pub(super) fn finish_plan_output(plan: &mut crate::plan::Plan) {
+    use crate::plan::Plan;
+    let (returning, columns) = match plan {
+        Plan::Select(s) => return finish_output(s),
+        Plan::Partitioned(plans) => return plans.iter_mut().for_each(finish_plan_output),
+        Plan::Insert(p) => (&mut p.returning, &mut p.columns),
+        Plan::Update(p) => (&mut p.returning, &mut p.columns),
+        Plan::Delete(p) => (&mut p.returning, &mut p.columns),
+        _ => return,
+    };
+    for (e, c) in returning.iter_mut().zip(columns.iter_mut()) {
+        let Some(t) = c.ty else { continue };
+        if let Some(kind) = RegKind::of(t) {
+            let x = std::mem::replace(e, Expr::Const(Value::Null));
+            *e = Expr::Func(Func::Sys(SysFunc::RegOut(kind)), vec![x]);
+        }
+        c.ty = Some(types::output_type(t));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,12 +1,15 @@
 //! Expressions: names, literals, parameters, CASE, subqueries, and the
 //! dispatch to operators, functions and casts.
 
+use std::sync::Arc;
+
 use pgtier_engine::{DataType, Value};
 use sqlparser::ast;
 
 use super::cast::{CastTarget, cast_target};
 use super::coerce::{common_type, constant_truth, is_untyped_value, map_type, refuse_padded_literals};
 use super::{Binder, ExprCtx, Scope, Ty, ident, missing_from, truncate};
+use crate::catalog::partitions::{PARTITIONED_READ, is_partitioned};
 use crate::error::{Result, SqlError};
 use crate::expr::{CmpOp, Expr, Func, Subquery, SubqueryKind, SysFunc};
 use crate::plan::{SelectPlan, TableFunc, VirtualSource};
@@ -41,7 +44,15 @@ impl Binder<'_> {
             }
             return Ok((Expr::Column(pos), Some(ty)));
         }
+        if name == "tableoid"
+            && let Some(found) = self.tableoid(scope, qualifier)?
+        {
+            return Ok(found);
+        }
         if let Some(outer) = scope.outer {
+            if name == "tableoid" && !system_column_rels(outer, qualifier).is_empty() {
+                return Err(SqlError::unsupported("tableoid of a row of an enclosing query"));
+            }
             if let Some((pos, ty)) = lookup(outer, qualifier, name)? {
                 if qualifier.is_none() && outer.merged.iter().any(|(p, ..)| *p == pos) {
                     return Err(SqlError::unsupported(
@@ -70,6 +81,34 @@ impl Binder<'_> {
             Some(q) => Err(SqlError::undefined_column(&format!("{q}.{name}"))),
             None => Err(SqlError::undefined_column(&format!("\"{name}\""))),
         }
+    }
+
+    /// The system column `tableoid` of the FROM item `qualifier` names
+    /// (or the only one with system columns): a stored table's OID, or
+    /// for a partitioned table the partition that holds the row.
+    fn tableoid(&mut self, scope: &Scope<'_>, qualifier: Option<&str>) -> Result<Option<(Expr, Ty)>> {
+        let rels = system_column_rels(scope, qualifier);
+        let rel = match rels.as_slice() {
+            [] => return Ok(None),
+            [rel] => *rel,
+            _ => return Err(SqlError::ambiguous_column("tableoid")),
+        };
+        let read = rel.table.annotation.as_deref().and_then(|a| a.strip_prefix(PARTITIONED_READ));
+        let stored = match (&rel.source, read) {
+            (None, _) => Arc::clone(&rel.table),
+            (Some(_), Some(name)) => self
+                .catalog
+                .table_by_name(name)
+                .cloned()
+                .ok_or_else(|| SqlError::new("XX000", "a partitioned table read in FROM is gone"))?,
+            (Some(_), None) => return Err(SqlError::unsupported("tableoid of a system catalog")),
+        };
+        let e = if is_partitioned(&stored) {
+            self.routed_tableoid(&stored, &stored, rel.offset)?
+        } else {
+            Expr::Const(Value::Int8(crate::catalog::table_oid(&stored)))
+        };
+        Ok(Some((e, Some(types::OID))))
     }
 
     /// `(row).field` on a `_pg_expandarray` row (fields x and n).
@@ -800,6 +839,22 @@ impl Binder<'_> {
 /// The column `name` (of relation `qualifier`) in `scope`. A column
 /// `hidden` by JOIN ... USING is never ambiguous with the merged one and
 /// is found only qualified (or when nothing else has the name).
+/// The FROM items of `scope` that `qualifier` names (all of them
+/// without one) that have PostgreSQL's system columns: stored tables,
+/// partitioned tables and system catalogs (not subqueries, functions,
+/// views or WITH queries).
+fn system_column_rels<'s>(scope: &'s Scope<'_>, qualifier: Option<&str>) -> Vec<&'s crate::plan::Rel> {
+    scope
+        .rels
+        .iter()
+        .filter(|r| qualifier.is_none_or(|q| q == r.name))
+        .filter(|r| match r.source.as_deref() {
+            None | Some(VirtualSource::System(_)) => true,
+            Some(_) => r.table.annotation.as_deref().is_some_and(|a| a.starts_with(PARTITIONED_READ)),
+        })
+        .collect()
+}
+
 fn lookup(scope: &Scope<'_>, qualifier: Option<&str>, name: &str) -> Result<Option<(usize, DataType)>> {
     let mut visible: Option<(usize, DataType)> = None;
     let mut hidden: Option<(usize, DataType)> = None;

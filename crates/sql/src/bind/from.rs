@@ -391,7 +391,10 @@ impl Binder<'_> {
                 for (c, new) in cols.iter_mut().zip(&a.columns) {
                     c.0 = ident(&new.name);
                 }
-                schema = super::detached(&rname, cols);
+                let annotation = schema.annotation.clone();
+                let mut renamed = TableSchema::clone(&super::detached(&rname, cols));
+                renamed.annotation = annotation;
+                schema = Arc::new(renamed);
             }
         }
         Ok(Some(VirtualRel { name: rname, table: schema, source: Arc::new(source) }))

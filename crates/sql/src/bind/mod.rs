@@ -89,9 +89,7 @@ pub fn bind_statement(
     {
         select::refuse_partial_sequence_reads(&stmt.to_string())?;
     }
-    if let Plan::Select(s) = &mut plan {
-        cast::finish_output(s);
-    }
+    cast::finish_plan_output(&mut plan);
     let param_types = b.params.iter().map(|t| t.unwrap_or(DataType::Text)).collect();
     Ok(Prepared {
         plan,

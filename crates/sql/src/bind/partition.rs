@@ -12,8 +12,8 @@ use sqlparser::ast;
 
 use super::{Binder, ident};
 use crate::catalog::partitions::{
-    Bound, PARTITION_CHECK, PARTITION_MOVE, Partition, PartitionSpec, RangeDatum, Strategy, cmp_bound, is_partitioned,
-    leaves, parent_of,
+    Bound, KEY_EXPR, PARTITION_CHECK, PARTITION_MOVE, PARTITIONED_READ, Partition, PartitionSpec, RangeDatum, Strategy,
+    cmp_bound, is_partitioned, key_expr, key_expr_entry, key_text, leaves, parent_of,
 };
 use crate::dialect::PartitionCommand;
 use crate::error::{Result, SqlError};
@@ -39,58 +39,54 @@ fn key_type_ok(ty: DataType) -> bool {
     )
 }
 
-fn col(pos: usize) -> Box<Expr> {
-    Box::new(Expr::Column(pos))
-}
-
-fn cmp(op: CmpOp, pos: usize, v: &Value) -> Expr {
-    Expr::Cmp(op, col(pos), Box::new(Expr::Const(v.clone())))
+fn cmp(op: CmpOp, key: &Expr, v: &Value) -> Expr {
+    Expr::Cmp(op, Box::new(key.clone()), Box::new(Expr::Const(v.clone())))
 }
 
 /// `key >= lower` (lexicographic, PostgreSQL's MINVALUE/MAXVALUE rules) from datum `i` on.
-fn lower_pred(key: &[usize], lo: &[RangeDatum], i: usize) -> Expr {
+fn lower_pred(key: &[Expr], lo: &[RangeDatum], i: usize) -> Expr {
     match (key.get(i), lo.get(i)) {
-        (Some(&k), Some(RangeDatum::Value(v))) if i + 1 < key.len() => {
+        (Some(k), Some(RangeDatum::Value(v))) if i + 1 < key.len() => {
             Expr::Or(vec![cmp(CmpOp::Gt, k, v), Expr::And(vec![cmp(CmpOp::Eq, k, v), lower_pred(key, lo, i + 1)])])
         }
-        (Some(&k), Some(RangeDatum::Value(v))) => cmp(CmpOp::GtEq, k, v),
+        (Some(k), Some(RangeDatum::Value(v))) => cmp(CmpOp::GtEq, k, v),
         (_, Some(RangeDatum::MaxValue)) => Expr::Const(Value::Bool(false)),
         _ => Expr::Const(Value::Bool(true)),
     }
 }
 
 /// `key < upper` from datum `i` on.
-fn upper_pred(key: &[usize], hi: &[RangeDatum], i: usize) -> Expr {
+fn upper_pred(key: &[Expr], hi: &[RangeDatum], i: usize) -> Expr {
     match (key.get(i), hi.get(i)) {
-        (Some(&k), Some(RangeDatum::Value(v))) if i + 1 < key.len() => {
+        (Some(k), Some(RangeDatum::Value(v))) if i + 1 < key.len() => {
             Expr::Or(vec![cmp(CmpOp::Lt, k, v), Expr::And(vec![cmp(CmpOp::Eq, k, v), upper_pred(key, hi, i + 1)])])
         }
-        (Some(&k), Some(RangeDatum::Value(v))) => cmp(CmpOp::Lt, k, v),
+        (Some(k), Some(RangeDatum::Value(v))) => cmp(CmpOp::Lt, k, v),
         (_, Some(RangeDatum::MaxValue)) => Expr::Const(Value::Bool(true)),
         _ => Expr::Const(Value::Bool(false)),
     }
 }
 
-/// The rows a bound takes, over the row of the partitioned table (and of
-/// any partition: they have its columns); None for DEFAULT.
-pub(super) fn bound_pred(key: &[usize], bound: &Bound) -> Option<Expr> {
+/// The rows a bound takes, `key` its key over the row of the partitioned
+/// table (and of any partition: they have its columns); None for DEFAULT.
+pub(super) fn bound_pred(key: &[Expr], bound: &Bound) -> Option<Expr> {
     Some(match bound {
         Bound::Default => return None,
         Bound::Range(lo, hi) => {
-            let mut all: Vec<Expr> = key.iter().map(|&k| Expr::IsNull(col(k), true)).collect();
+            let mut all: Vec<Expr> = key.iter().map(|k| Expr::IsNull(Box::new(k.clone()), true)).collect();
             all.push(lower_pred(key, lo, 0));
             all.push(upper_pred(key, hi, 0));
             Expr::And(all)
         }
         Bound::List(vals) => {
-            let k = key.first().copied().unwrap_or(0);
+            let k = Box::new(key.first().cloned().unwrap_or(Expr::Const(Value::Null)));
             let list: Vec<Expr> = vals.iter().filter(|v| !v.is_null()).map(|v| Expr::Const(v.clone())).collect();
             let has_null = vals.iter().any(Value::is_null);
-            let within = Expr::InList { expr: col(k), list, negated: false };
+            let within = Expr::InList { expr: k.clone(), list, negated: false };
             match (has_null, vals.len()) {
-                (true, 1) => Expr::IsNull(col(k), false),
-                (true, _) => Expr::Or(vec![Expr::IsNull(col(k), false), within]),
-                (false, _) => Expr::And(vec![Expr::IsNull(col(k), true), within]),
+                (true, 1) => Expr::IsNull(k, false),
+                (true, _) => Expr::Or(vec![Expr::IsNull(k, false), within]),
+                (false, _) => Expr::And(vec![Expr::IsNull(k, true), within]),
             }
         }
     })
@@ -98,7 +94,7 @@ pub(super) fn bound_pred(key: &[usize], bound: &Bound) -> Option<Expr> {
 
 /// The constraint of partition `k` of `spec`: its bound, or for the
 /// default partition, no other partition's.
-fn partition_pred(spec: &PartitionSpec, key: &[usize], k: usize) -> Expr {
+fn partition_pred(spec: &PartitionSpec, key: &[Expr], k: usize) -> Expr {
     let Some(p) = spec.partitions.get(k) else { return Expr::Const(Value::Bool(true)) };
     bound_pred(key, &p.bound).unwrap_or_else(|| {
         let others: Vec<Expr> = spec.partitions.iter().filter_map(|o| bound_pred(key, &o.bound)).collect();
@@ -147,28 +143,25 @@ impl Binder<'_> {
         let ast::FunctionArguments::List(args) = &f.args else {
             return Err(SqlError::syntax("PARTITION BY needs a column list"));
         };
-        let mut key = Vec::new();
+        let mut key: Vec<String> = Vec::new();
         for a in &args.args {
-            let ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(ast::Expr::Identifier(id))) = a else {
-                return Err(SqlError::unsupported("partition key expressions"));
+            let ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) = a else {
+                return Err(SqlError::syntax("PARTITION BY needs a column list"));
             };
-            let name = ident(id);
-            let Some(c) = def.columns.iter().find(|c| c.name == name) else {
-                return Err(SqlError::new("42703", format!("column \"{name}\" named in partition key does not exist")));
-            };
-            if !key_type_ok(c.ty) {
-                return Err(SqlError::unsupported(format!(
-                    "a partition key of type {}",
-                    crate::value::type_name(c.ty)
-                )));
-            }
-            if key.contains(&name) {
+            let name = self.key_entry(e, def)?;
+            if key.contains(&name) && key_expr(&name).is_none() {
                 return Err(SqlError::new(
                     "42701",
                     format!("column \"{name}\" appears more than once in partition key"),
                 ));
             }
             key.push(name);
+        }
+        if key.iter().any(|k| key_expr(k).is_some()) && (!def.primary_key.is_empty() || !def.unique.is_empty()) {
+            return Err(SqlError::unsupported(
+                "unsupported PRIMARY KEY or UNIQUE constraint with partition key definition",
+            )
+            .with_detail("PRIMARY KEY or UNIQUE constraints cannot be used when partition keys include expressions."));
         }
         if strategy == Strategy::List && key.len() > 1 {
             return Err(SqlError::new("42P16", "cannot use \"list\" partition strategy with more than one column"));
@@ -191,6 +184,111 @@ impl Binder<'_> {
         }
         def.annotation = Some(PartitionSpec { strategy, key, partitions: Vec::new() }.encode());
         Ok(())
+    }
+
+    /// One element of PARTITION BY: a column's name, or the stored form
+    /// of an expression over the columns of `def` (a function of columns
+    /// and constants, or one arithmetic operator between them: the forms
+    /// whose text PostgreSQL prints back as written).
+    fn key_entry(&mut self, e: &ast::Expr, def: &TableDef) -> Result<String> {
+        let inner = match e {
+            ast::Expr::Nested(x) => x.as_ref(),
+            other => other,
+        };
+        if let ast::Expr::Identifier(id) = inner {
+            let name = ident(id);
+            let Some(c) = def.columns.iter().find(|c| c.name == name) else {
+                return Err(SqlError::new("42703", format!("column \"{name}\" named in partition key does not exist")));
+            };
+            if !key_type_ok(c.ty) || name.starts_with(KEY_EXPR) {
+                return Err(SqlError::unsupported(format!(
+                    "a partition key of type {}",
+                    crate::value::type_name(c.ty)
+                )));
+            }
+            return Ok(name);
+        }
+        let operand = |x: &ast::Expr| matches!(x, ast::Expr::Identifier(_) | ast::Expr::Value(_));
+        let simple = match inner {
+            ast::Expr::BinaryOp { left, op, right } => {
+                matches!(e, ast::Expr::Nested(_))
+                    && matches!(
+                        op,
+                        ast::BinaryOperator::Plus | ast::BinaryOperator::Minus | ast::BinaryOperator::Multiply
+                    )
+                    && operand(left)
+                    && operand(right)
+            }
+            ast::Expr::Function(f) => match &f.args {
+                ast::FunctionArguments::List(l) => {
+                    l.duplicate_treatment.is_none()
+                        && l.clauses.is_empty()
+                        && f.filter.is_none()
+                        && f.over.is_none()
+                        && l.args.iter().all(
+                            |a| matches!(a, ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(x)) if operand(x)),
+                        )
+                }
+                _ => false,
+            },
+            _ => false,
+        };
+        let sql = inner.to_string();
+        if !simple || !sql.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || " _+-*(),".contains(c)) {
+            return Err(SqlError::unsupported("this partition key expression"));
+        }
+        let cols = def.columns.iter().map(|c| (c.name.clone(), c.ty)).collect();
+        let table = super::detached(crate::names::short(&def.name), cols);
+        let (x, ty) = self.bind_over(inner, &table, 0)?;
+        if !super::expr::has_vars(&x) {
+            return Err(SqlError::new("42P17", "cannot use constant expression as partition key"));
+        }
+        let ty = ty.unwrap_or(DataType::Text);
+        key_expr_entry(&sql, ty)
+            .filter(|_| key_type_ok(ty))
+            .ok_or_else(|| SqlError::unsupported(format!("a partition key of type {}", crate::value::type_name(ty))))
+    }
+
+    /// `e` bound over a row of `t` read at `offset` of the row.
+    fn bind_over(&mut self, e: &ast::Expr, t: &Arc<TableSchema>, offset: usize) -> Result<(Expr, super::Ty)> {
+        let rel = crate::plan::Rel {
+            name: crate::names::short(&t.name).to_owned(),
+            table: Arc::clone(t),
+            offset,
+            source: None,
+        };
+        let scope =
+            super::Scope { rels: vec![rel], hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer: None };
+        self.expr(e, &scope, &mut super::ExprCtx::plain("partition key expressions"))
+    }
+
+    /// The key of `spec` over a row of `t` (the partitioned table or one
+    /// with its column names) read at `offset`.
+    pub(super) fn key_exprs(&mut self, spec: &PartitionSpec, t: &Arc<TableSchema>, offset: usize) -> Result<Vec<Expr>> {
+        let mut out = Vec::with_capacity(spec.key.len());
+        for k in &spec.key {
+            out.push(match key_expr(k) {
+                Some((_, sql)) => {
+                    let e = match crate::parse::parse_sql(&format!("SELECT {sql}"))?.pop() {
+                        Some(ast::Statement::Query(q)) => match *q.body {
+                            ast::SetExpr::Select(sel) => match sel.projection.into_iter().next() {
+                                Some(ast::SelectItem::UnnamedExpr(e)) => e,
+                                _ => return Err(SqlError::new("XX000", "a stored partition key is not an expression")),
+                            },
+                            _ => return Err(SqlError::new("XX000", "a stored partition key is not an expression")),
+                        },
+                        _ => return Err(SqlError::new("XX000", "a stored partition key is not an expression")),
+                    };
+                    self.bind_over(&e, t, offset)?.0
+                }
+                None => Expr::Column(
+                    t.column_index(k)
+                        .ok_or_else(|| SqlError::new("XX000", format!("partition key column \"{k}\" is gone")))?
+                        + offset,
+                ),
+            });
+        }
+        Ok(out)
     }
 
     /// CREATE TABLE name PARTITION OF parent FOR VALUES ... | DEFAULT
@@ -230,8 +328,9 @@ impl Binder<'_> {
             c.for_values.as_ref().ok_or_else(|| SqlError::syntax("PARTITION OF needs FOR VALUES or DEFAULT"))?;
         let bound = self.partition_bound(for_values, &spec, &parent, &name)?;
         spec.check_new(&name, &bound)?;
-        let key = spec.key_positions(&parent);
+        let key = self.key_exprs(&spec, &parent, 0)?;
         let (guard, default_name) = self.default_guard(&spec, &bound);
+        refuse_reordered(&parent, &guard)?;
         let guard_bound = bound_pred(&key, &bound);
         let create =
             Plan::CreateTable { def, if_not_exists: c.if_not_exists, sequences: Vec::new(), indexes: Vec::new() };
@@ -296,20 +395,26 @@ impl Binder<'_> {
                 format!("\"{}\" is already a partition", crate::names::short(&table.name)),
             ));
         }
+        // Routing does not fire a partition's triggers.
+        if !crate::catalog::triggers::triggers_of(self.catalog, &table.name).is_empty() {
+            return Err(SqlError::unsupported("ATTACH PARTITION of a table with triggers"));
+        }
         self.same_shape(&parent, &table)?;
         let for_values = c.for_values.as_ref().ok_or_else(|| SqlError::syntax("ATTACH PARTITION needs FOR VALUES"))?;
         let bound = self.partition_bound(for_values, &spec, &parent, &table.name)?;
         spec.check_new(&table.name, &bound)?;
-        let key = spec.key_positions(&parent);
+        // The check reads the attached table's rows, the guard the default partition's.
+        let key = self.key_exprs(&spec, &table, 0)?;
         let mut with = spec.clone();
         with.partitions.push(Partition { name: table.name.clone(), bound: bound.clone() });
         let own = partition_pred(&with, &key, with.partitions.len() - 1);
-        let check = match self.partition_constraint(&parent)? {
+        let check = match self.partition_constraint(&parent, &table)? {
             Some(up) => Expr::And(vec![up, own]),
             None => own,
         };
         let (guard, default_name) = self.default_guard(&spec, &bound);
-        let guard_bound = bound_pred(&key, &bound);
+        refuse_reordered(&parent, &guard)?;
+        let guard_bound = bound_pred(&self.key_exprs(&spec, &parent, 0)?, &bound);
         let partition = Partition { name: table.name.clone(), bound };
         Ok(Plan::AttachPartition {
             table,
@@ -366,16 +471,14 @@ impl Binder<'_> {
             k.sort();
             k
         };
-        let same_order = pc.iter().zip(tc).all(|(p, c)| p.name == c.name);
-        if !same_order
-            || parent.has_rowid() != table.has_rowid()
+        if parent.has_rowid() != table.has_rowid()
             || parent.columns.len() != table.columns.len()
             || names(parent, &parent.primary_key) != names(table, &table.primary_key)
             || keys(parent) != keys(table)
             || parent.checks.iter().any(|k| !table.checks.contains(k))
         {
             return Err(SqlError::unsupported(
-                "ATTACH PARTITION of a table whose column order, keys or CHECK constraints differ from the partitioned table's",
+                "ATTACH PARTITION of a table whose keys or CHECK constraints differ from the partitioned table's",
             ));
         }
         Ok(())
@@ -407,11 +510,8 @@ impl Binder<'_> {
         parent: &TableSchema,
         name: &str,
     ) -> Result<Bound> {
-        let key: Vec<(&str, DataType)> = spec
-            .key
-            .iter()
-            .filter_map(|k| parent.columns.iter().find(|c| c.name == *k).map(|c| (c.name.as_str(), c.ty)))
-            .collect();
+        let names: Vec<String> = spec.key.iter().map(|k| key_text(k, false)).collect();
+        let key: Vec<(&str, DataType)> = names.iter().map(String::as_str).zip(spec.key_types(parent)).collect();
         match (spec.strategy, fv) {
             (_, ast::ForValues::Default) => Ok(Bound::Default),
             (Strategy::List, ast::ForValues::In(vals)) => {
@@ -496,15 +596,20 @@ impl Binder<'_> {
         Ok(v)
     }
 
-    /// The partition constraint of `table` (its bound and its ancestors'),
-    /// None when it is not a partition. The partitioned tables it reads
+    /// The partition constraint of `table` (its bound, and its ancestors'),
+    /// None when it is not a partition, over a row of `shape` (`table`, or
+    /// a table with its column names). The partitioned tables it reads
     /// become dependencies: a new partition changes a default's constraint.
-    pub(super) fn partition_constraint(&mut self, table: &TableSchema) -> Result<Option<Expr>> {
+    pub(super) fn partition_constraint(
+        &mut self,
+        table: &TableSchema,
+        shape: &Arc<TableSchema>,
+    ) -> Result<Option<Expr>> {
         let Some((parent, spec, k)) = parent_of(self.catalog, &table.name) else { return Ok(None) };
         self.depend(&parent);
-        let key = spec.key_positions(&parent);
+        let key = self.key_exprs(&spec, shape, 0)?;
         let own = partition_pred(&spec, &key, k);
-        Ok(Some(match self.partition_constraint(&parent)? {
+        Ok(Some(match self.partition_constraint(&parent, shape)? {
             Some(up) => Expr::And(vec![up, own]),
             None => own,
         }))
@@ -512,9 +617,9 @@ impl Binder<'_> {
 
     /// The partition constraint of `table` as a check, named for how the
     /// statement reached it.
-    pub(super) fn partition_check(&mut self, table: &TableSchema) -> Result<Option<BoundCheck>> {
+    pub(super) fn partition_check(&mut self, table: &Arc<TableSchema>) -> Result<Option<BoundCheck>> {
         let name = if self.partition_fanout { PARTITION_MOVE } else { PARTITION_CHECK };
-        Ok(self.partition_constraint(table)?.map(|expr| BoundCheck { name: name.to_owned(), expr }))
+        Ok(self.partition_constraint(table, table)?.map(|expr| BoundCheck { name: name.to_owned(), expr }))
     }
 
     /// An UPDATE's checks: the partition constraint first (PostgreSQL
@@ -527,12 +632,19 @@ impl Binder<'_> {
 
     /// Tuple routing for an INSERT into partitioned table `t`.
     pub(super) fn partition_route(&mut self, t: &Arc<TableSchema>) -> Result<PartitionRoute> {
+        self.route_over(t, t)
+    }
+
+    /// Tuple routing of partitioned table `t` for rows of `shape` (the
+    /// INSERT's target: `t` or an ancestor); a partition whose columns
+    /// are in another order gets the row rearranged by name.
+    fn route_over(&mut self, t: &Arc<TableSchema>, shape: &Arc<TableSchema>) -> Result<PartitionRoute> {
         let spec =
             PartitionSpec::decode(t).ok_or_else(|| SqlError::new("XX000", "a partitioned table without its key"))?;
         self.depend(t);
-        let key = spec.key_positions(t);
+        let key = self.key_exprs(&spec, shape, 0)?;
         let own_constraint =
-            self.partition_constraint(t)?.map(|expr| BoundCheck { name: PARTITION_CHECK.to_owned(), expr });
+            self.partition_constraint(t, shape)?.map(|expr| BoundCheck { name: PARTITION_CHECK.to_owned(), expr });
         let mut partitions = Vec::new();
         let mut default = None;
         for p in &spec.partitions {
@@ -543,10 +655,17 @@ impl Binder<'_> {
                 .ok_or_else(|| SqlError::new("XX000", format!("partition \"{}\" is gone", p.name)))?;
             self.depend(&child);
             let target = if is_partitioned(&child) {
-                RouteTarget::Node(Box::new(self.partition_route(&child)?))
+                RouteTarget::Node(Box::new(self.route_over(&child, shape)?))
             } else {
                 let checks = self.own_checks(&child)?;
-                RouteTarget::Leaf(child, checks)
+                let map: Vec<usize> = child
+                    .columns
+                    .iter()
+                    .map(|c| shape.column_index(&c.name))
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| SqlError::new("XX000", "a partition's column is not its parent's"))?;
+                let reordered = map.len() != shape.columns.len() || map.iter().enumerate().any(|(i, &p)| i != p);
+                RouteTarget::Leaf(child, checks, reordered.then_some(map))
             };
             match bound_pred(&key, &p.bound) {
                 Some(cond) => partitions.push((Some(cond), target)),
@@ -554,8 +673,47 @@ impl Binder<'_> {
             }
         }
         partitions.extend(default.map(|d| (None, d)));
-        let key = key.iter().zip(&spec.key).map(|(&p, n)| (p, n.clone())).collect();
+        let key = key.into_iter().zip(&spec.key).map(|(e, n)| (e, key_text(n, false))).collect();
         Ok(PartitionRoute { table: t.name.clone(), key, own_constraint, partitions })
+    }
+
+    /// The `tableoid` of a row of partitioned table `t` (a partition of
+    /// `root`, or `root` itself) read at `offset` of the joined row: the
+    /// partition its key routes it to. Every stored row holds its
+    /// partition's constraint, so the key names the partition.
+    pub(super) fn routed_tableoid(
+        &mut self,
+        root: &Arc<TableSchema>,
+        t: &Arc<TableSchema>,
+        offset: usize,
+    ) -> Result<Expr> {
+        let spec =
+            PartitionSpec::decode(t).ok_or_else(|| SqlError::new("XX000", "a partitioned table without its key"))?;
+        self.depend(t);
+        let key = self.key_exprs(&spec, root, offset)?;
+        let mut whens = Vec::new();
+        let mut otherwise = None;
+        for p in &spec.partitions {
+            let child = self
+                .catalog
+                .table_by_name(&p.name)
+                .cloned()
+                .ok_or_else(|| SqlError::new("XX000", format!("partition \"{}\" is gone", p.name)))?;
+            self.depend(&child);
+            let oid = if is_partitioned(&child) {
+                self.routed_tableoid(root, &child, offset)?
+            } else {
+                Expr::Const(Value::Int8(crate::catalog::table_oid(&child)))
+            };
+            match bound_pred(&key, &p.bound) {
+                Some(cond) => whens.push((cond, oid)),
+                None => otherwise = Some(Box::new(oid)),
+            }
+        }
+        if whens.is_empty() {
+            return Ok(otherwise.map_or(Expr::Const(Value::Null), |o| *o));
+        }
+        Ok(Expr::Case { operand: None, whens, otherwise })
     }
 
     /// The partitioned table `name` names, if it names one.
@@ -604,7 +762,9 @@ impl Binder<'_> {
         let plan = plan?;
         let cols = t.visible_columns().iter().map(|c| (c.name.clone(), c.ty)).collect();
         let tree = SetTree::Select(Box::new(plan));
-        Ok(Some((super::detached(&t.name, cols), VirtualSource::Query(tree))))
+        let mut schema = TableSchema::clone(&super::detached(&t.name, cols));
+        schema.annotation = Some(format!("{PARTITIONED_READ}{}", t.name));
+        Ok(Some((Arc::new(schema), VirtualSource::Query(tree))))
     }
 
     /// UPDATE or DELETE whose target `twj` is a partitioned table: the
@@ -630,6 +790,13 @@ impl Binder<'_> {
         }
         self.depend(&t);
         let mut parts = leaves(self.catalog, &t);
+        // Each partition's RETURNING lists its own columns in its own order.
+        let names = |x: &TableSchema| x.visible_columns().iter().map(|c| c.name.clone()).collect::<Vec<_>>();
+        if text.to_uppercase().contains("RETURNING") && parts.iter().any(|p| names(p) != names(&t)) {
+            return Err(SqlError::unsupported(
+                "RETURNING from UPDATE or DELETE of a partitioned table with a partition whose columns are in another order",
+            ));
+        }
         if parts.is_empty() {
             parts.push(Arc::clone(&t));
         }
@@ -676,6 +843,18 @@ impl Binder<'_> {
         self.perms.extend(kept);
         Ok(Some(Plan::Partitioned(plans)))
     }
+}
+
+/// 0A000 when a default partition's rows, which a new bound's guard reads
+/// over the partitioned table's row, have their columns in another order.
+fn refuse_reordered(parent: &TableSchema, guard: &[Arc<TableSchema>]) -> Result<()> {
+    let names = |t: &TableSchema| t.columns.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
+    if guard.iter().any(|g| names(g) != names(parent)) {
+        return Err(SqlError::unsupported(
+            "a new partition of a table whose default partition has its columns in another order",
+        ));
+    }
+    Ok(())
 }
 
 /// 0A000 for a statement that would change a partitioned table or a

@@ -20,6 +20,11 @@ use crate::error::{Result, SqlError};
 /// The first line of a partitioned table's annotation (the number is the format).
 pub const PARTITIONED_MAGIC: &str = "pgtier_partitioned 1\n";
 
+/// The annotation of the schema a partitioned table is read through in
+/// FROM (the union of its partitions), followed by the table's stored
+/// name: its rows have a `tableoid`, as a stored table's have.
+pub const PARTITIONED_READ: &str = "pgtier_partitioned_read\n";
+
 /// The name of a partition constraint among the checks a statement
 /// evaluates: its violation is "violates partition constraint".
 pub const PARTITION_CHECK: &str = "\0partition";
@@ -68,11 +73,57 @@ pub struct Partition {
     pub bound: Bound,
 }
 
+/// How a key that is an expression starts in `PartitionSpec::key`: the
+/// byte, a letter for the expression's type, then its text. No column
+/// name starts with it (PARTITION BY refuses one that would).
+pub const KEY_EXPR: char = '\x01';
+
+/// The types a key expression may have, by the letter that stores them.
+const KEY_EXPR_TYPES: [(char, DataType); 9] = [
+    ('h', DataType::Int2),
+    ('i', DataType::Int4),
+    ('l', DataType::Int8),
+    ('n', DataType::Numeric { precision: 0, scale: 0 }),
+    ('t', DataType::Text),
+    ('d', DataType::Date),
+    ('b', DataType::Bool),
+    ('s', DataType::Timestamp(None)),
+    ('z', DataType::TimestampTz(None)),
+];
+
+/// The stored form of key expression `sql` of type `ty`; None for a type
+/// a key expression may not have.
+pub fn key_expr_entry(sql: &str, ty: DataType) -> Option<String> {
+    let (code, _) = KEY_EXPR_TYPES.iter().find(|(_, t)| *t == ty)?;
+    Some(format!("{KEY_EXPR}{code}{sql}"))
+}
+
+/// A key entry that is an expression: its type and text.
+pub fn key_expr(entry: &str) -> Option<(DataType, &str)> {
+    let rest = entry.strip_prefix(KEY_EXPR)?;
+    let code = rest.chars().next()?;
+    let (_, ty) = KEY_EXPR_TYPES.iter().find(|(c, _)| *c == code)?;
+    Some((*ty, &rest[code.len_utf8()..]))
+}
+
+/// A key entry as PostgreSQL prints it in the detail of "no partition
+/// found": a column's name, a function call as written, an operator in
+/// parentheses; pg_get_partkeydef (`def`) adds parentheses around an
+/// operator's (it deparses it unpretty).
+pub fn key_text(entry: &str, def: bool) -> String {
+    match key_expr(entry) {
+        Some((_, sql)) if sql.ends_with(')') && sql.starts_with(|c: char| c.is_ascii_alphabetic()) => sql.to_owned(),
+        Some((_, sql)) if def => format!("(({sql}))"),
+        Some((_, sql)) => format!("({sql})"),
+        None => super::quote_ident(entry),
+    }
+}
+
 /// A partitioned table's key and partitions.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PartitionSpec {
     pub strategy: Strategy,
-    /// Key columns by name (column references only).
+    /// Key columns by name, or expressions ([`key_expr`]).
     pub key: Vec<String>,
     /// In creation order.
     pub partitions: Vec<Partition>,
@@ -163,8 +214,13 @@ impl PartitionSpec {
             _ => return None,
         };
         let key: Vec<String> = lines.next()?.split('\0').map(str::to_owned).collect();
-        let types: Vec<DataType> =
-            key.iter().map(|k| t.columns.iter().find(|c| c.name == *k).map(|c| c.ty)).collect::<Option<_>>()?;
+        let types: Vec<DataType> = key
+            .iter()
+            .map(|k| match key_expr(k) {
+                Some((ty, _)) => Some(ty),
+                None => t.columns.iter().find(|c| c.name == *k).map(|c| c.ty),
+            })
+            .collect::<Option<_>>()?;
         let mut partitions = Vec::new();
         for line in lines {
             let (name, bound) = line.split_once('\0')?;
@@ -219,9 +275,15 @@ impl PartitionSpec {
         parts
     }
 
-    /// Positions of the key columns in `t`'s row.
-    pub fn key_positions(&self, t: &TableSchema) -> Vec<usize> {
-        self.key.iter().filter_map(|k| t.columns.iter().position(|c| c.name == *k)).collect()
+    /// The key's types, over the partitioned table `t`.
+    pub fn key_types(&self, t: &TableSchema) -> Vec<DataType> {
+        self.key
+            .iter()
+            .filter_map(|k| match key_expr(k) {
+                Some((ty, _)) => Some(ty),
+                None => t.columns.iter().find(|c| c.name == *k).map(|c| c.ty),
+            })
+            .collect()
     }
 
     /// The partition bounds of this table that `bound` (of new partition
@@ -319,7 +381,7 @@ pub fn leaves(catalog: &Catalog, t: &TableSchema) -> Vec<Arc<TableSchema>> {
 
 /// `pg_get_partkeydef`'s text: `RANGE (a, b)`.
 pub fn partkeydef(spec: &PartitionSpec) -> String {
-    let cols: Vec<String> = spec.key.iter().map(|k| super::quote_ident(k)).collect();
+    let cols: Vec<String> = spec.key.iter().map(|k| key_text(k, true)).collect();
     format!("{} ({})", spec.strategy.keyword(), cols.join(", "))
 }
 

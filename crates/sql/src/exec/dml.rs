@@ -18,6 +18,9 @@ use crate::plan::{
 };
 use crate::value;
 
+/// A routed row's partition, its checks, and where its columns are in the routed row.
+type RoutedTo<'p> = (&'p Arc<TableSchema>, &'p [BoundCheck], Option<&'p [usize]>);
+
 impl Exec<'_> {
     /// Rows of a DML target matching its WHERE (full rows).
     fn dml_rows(&mut self, level: &Level, env: &Env<'_>) -> Result<Vec<Vec<Value>>> {
@@ -135,10 +138,13 @@ impl Exec<'_> {
                     None => continue,
                 }
             }
-            let (table, checks) = match &plan.route {
+            let (table, checks, map) = match &plan.route {
                 Some(route) => self.route_row(route, &env, &full)?,
-                None => (table, &plan.checks[..]),
+                None => (table, &plan.checks[..], None),
             };
+            if let Some(map) = map {
+                full = map.iter().map(|&p| full[p].clone()).collect();
+            }
             // PostgreSQL checks NOT NULL before CHECK and before looking
             // for a conflict (ExecConstraints): DO NOTHING does not hide
             // a NULL. Without either, the engine's insert checks it.
@@ -193,7 +199,15 @@ impl Exec<'_> {
             if !plan.returning.is_empty() {
                 // RETURNING sees the row as stored (defaults, padding, rounding).
                 let key: Vec<Value> = table.primary_key.iter().map(|&c| full[c].clone()).collect();
-                let stored = if self.txn.get(table.id, &key, self.rowbuf)? { self.rowbuf.values() } else { full };
+                let mut stored = if self.txn.get(table.id, &key, self.rowbuf)? { self.rowbuf.values() } else { full };
+                if let Some(map) = map {
+                    // RETURNING reads the row as the INSERT's target lays it out.
+                    let mut routed = vec![Value::Null; plan.table.columns.len()];
+                    for (v, &p) in stored.into_iter().zip(map) {
+                        routed[p] = v;
+                    }
+                    stored = routed;
+                }
                 self.returning(&plan.returning, &env, &stored, out)?;
             }
         }
@@ -201,14 +215,10 @@ impl Exec<'_> {
         Ok(count)
     }
 
-    /// The partition `route` sends row `full` to, with its checks
+    /// The partition `route` sends row `full` to, with its checks and its
+    /// columns' positions in `full` when they are in another order
     /// (PostgreSQL's ExecFindPartition).
-    fn route_row<'p>(
-        &mut self,
-        route: &'p PartitionRoute,
-        env: &Env<'_>,
-        full: &[Value],
-    ) -> Result<(&'p Arc<TableSchema>, &'p [BoundCheck])> {
+    fn route_row<'p>(&mut self, route: &'p PartitionRoute, env: &Env<'_>, full: &[Value]) -> Result<RoutedTo<'p>> {
         if let Some(c) = &route.own_constraint
             && c.expr.eval_bool(env, self, full)? != Some(true)
         {
@@ -225,13 +235,16 @@ impl Exec<'_> {
                 continue;
             }
             return match target {
-                RouteTarget::Leaf(t, checks) => Ok((t, checks)),
+                RouteTarget::Leaf(t, checks, map) => Ok((t, checks, map.as_deref())),
                 RouteTarget::Node(inner) => self.route_row(inner, env, full),
             };
         }
         let show = |v: &Value| if v.is_null() { "null".to_owned() } else { value::to_text(v) };
         let names: Vec<&str> = route.key.iter().map(|(_, n)| n.as_str()).collect();
-        let vals: Vec<String> = route.key.iter().map(|&(p, _)| full.get(p).map_or_else(String::new, show)).collect();
+        let mut vals: Vec<String> = Vec::with_capacity(route.key.len());
+        for (e, _) in &route.key {
+            vals.push(show(&e.eval(env, self, full)?));
+        }
         Err(SqlError::new(
             "23514",
             format!("no partition of relation \"{}\" found for row", crate::names::short(&route.table)),
