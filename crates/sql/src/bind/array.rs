@@ -361,6 +361,18 @@ impl Binder<'_> {
         else {
             return Err(SqlError::undefined_function(crate::parse::SUBSCRIPT_ASSIGN));
         };
+        // An INSERT's target (parse::rewrite_subscripted_insert): a NULL of
+        // the column's type.
+        let (spec, column) = match spec.split_once('@') {
+            Some((spec, column)) => (spec.to_owned(), Some(column.to_owned())),
+            None => (spec, None),
+        };
+        let at = match (&a, at, &column, &self.insert_table) {
+            (Expr::Const(Value::Null), None, Some(c), Some(table)) => {
+                table.column_index(c).map(|k| table.columns[k].ty)
+            }
+            _ => at,
+        };
         if at == Some(DataType::Jsonb) {
             return Err(SqlError::unsupported("subscripted assignment to jsonb"));
         }
@@ -369,7 +381,12 @@ impl Binder<'_> {
         };
         let arr_ty = at.unwrap_or(DataType::Text);
         let slice = spec.contains('s');
-        let mut out = vec![a, self.result_cast(v, vt, Some(if slice { arr_ty } else { elem }))?];
+        let want = if slice { arr_ty } else { elem };
+        let v = match vt {
+            None => self.result_cast(v, vt, Some(want))?,
+            Some(_) => self.assign(v, vt, want, column.as_deref().unwrap_or("array element"))?,
+        };
+        let mut out = vec![a, v];
         for (e, t) in args {
             out.push(match t {
                 None => self.coerce(e, None, DataType::Int4, "subscript")?,
