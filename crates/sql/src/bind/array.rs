@@ -95,6 +95,49 @@ impl Binder<'_> {
         Ok((Expr::Func(Func::Sys(SysFunc::Any(cmp, elem)), vec![x, a]), Some(DataType::Bool)))
     }
 
+    /// `x [NOT] LIKE / ILIKE ANY (array or subquery)`, ALL when `all`
+    /// (`flags`: negated, case-insensitive, all): PostgreSQL's `~~` (`!~~`,
+    /// `~~*`, `!~~*`) over the elements as `op ANY` does.
+    pub(super) fn like_any(
+        &mut self,
+        left: &ast::Expr,
+        right: Operand<'_>,
+        (negated, ci, all): (bool, bool, bool),
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Expr, Ty)> {
+        let op = match (negated, ci) {
+            (false, false) => "~~",
+            (true, false) => "!~~",
+            (false, true) => "~~*",
+            (true, true) => "!~~*",
+        };
+        let (x, xt) = self.expr(left, scope, ctx)?;
+        let (a, at) = match right {
+            Operand::Query(q) => self.array_subquery(q, scope)?,
+            Operand::Expr(e) => self.expr(e, scope, ctx)?,
+        };
+        let text_array = array_type(DataType::Text).unwrap_or(DataType::Text);
+        let a = match at.map(|t| (t, elem_type(t))) {
+            None => self.coerce(a, None, text_array, op)?,
+            Some((_, Some(e))) if category(e) == value::Category::String && !matches!(e, DataType::Char(_)) => a,
+            Some((_, Some(DataType::Char(_)))) => {
+                return Err(SqlError::unsupported(format!("{op} ANY/ALL over a character(n) array")));
+            }
+            Some((t, Some(_))) => {
+                let x = xt.map_or("unknown", value::type_name);
+                return Err(SqlError::undefined_operator(&format!(
+                    "{x} {op} {}",
+                    value::type_name(elem_type(t).unwrap_or(t))
+                )));
+            }
+            Some((_, None)) => return Err(SqlError::new("42809", "op ANY/ALL (array) requires array on right side")),
+        };
+        let x = if matches!(xt, Some(DataType::Char(_))) { x } else { self.text_arg(x, xt, op)? };
+        let f = ArrayFunc::Like { all, negated, case_insensitive: ci };
+        Ok((Expr::Func(Func::Array(f), vec![x, a]), Some(DataType::Bool)))
+    }
+
     fn array_literal(&mut self, a: Expr, elem: Elem) -> Result<Expr> {
         match a {
             Expr::Const(Value::Text(s)) => Ok(Expr::Const(types::array_input(&s, elem)?)),
@@ -446,6 +489,45 @@ impl Binder<'_> {
             }
         }
         Ok((Expr::Func(Func::Sys(SysFunc::ArrayConcat(elem)), vec![x, y]), Some(elem.data_type())))
+    }
+}
+
+/// sqlparser reads `x LIKE ALL (a)` as LIKE of a call of a function
+/// `all` (a reserved word PostgreSQL never takes as a function name
+/// unquoted): its operand.
+pub(super) fn like_all_operand(pattern: &ast::Expr) -> Option<Operand<'_>> {
+    let ast::Expr::Function(f) = pattern else { return None };
+    let [ast::ObjectNamePart::Identifier(name)] = f.name.0.as_slice() else { return None };
+    if name.quote_style.is_some() || !name.value.eq_ignore_ascii_case("all") {
+        return None;
+    }
+    match &f.args {
+        ast::FunctionArguments::Subquery(q) => Some(Operand::Query(q)),
+        ast::FunctionArguments::List(l)
+            if l.args.len() == 1 && l.clauses.is_empty() && l.duplicate_treatment.is_none() =>
+        {
+            match &l.args[0] {
+                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Some(Operand::of(e)),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The right operand of ANY / ALL: an array, or a subquery's rows.
+pub(super) enum Operand<'a> {
+    Expr(&'a ast::Expr),
+    Query(&'a ast::Query),
+}
+
+impl<'a> Operand<'a> {
+    pub(super) fn of(e: &'a ast::Expr) -> Operand<'a> {
+        match e {
+            ast::Expr::Nested(inner) => Operand::of(inner),
+            ast::Expr::Subquery(q) => Operand::Query(q),
+            other => Operand::Expr(other),
+        }
     }
 }
 
