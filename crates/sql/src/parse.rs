@@ -33,6 +33,7 @@ pub fn parse_sql(sql: &str) -> Result<Vec<Statement>, ParserError> {
         return first;
     }
     let fixed = reorder_sequence_options(sql)
+        .or_else(|| rewrite_subscripted_insert(sql).map(|s| rewrite_subscripted_update(&s).unwrap_or(s)))
         .or_else(|| rewrite_subscripted_update(sql))
         .or_else(|| crate::parse_sort::rewrite_sort_forms(sql));
     match fixed {
@@ -83,6 +84,14 @@ pub fn unsupported_form(sql: &str) -> Option<&'static str> {
             Some("VACUUM VERBOSE, with options, or of several tables")
         }
         Keyword::UPDATE if subscripted_target(body) => Some("subscripted assignment (UPDATE ... SET column[...])"),
+        // What rewrite_subscripted_insert leaves: a field target
+        // (`f.x[1]`), DEFAULT for an array element.
+        Keyword::INSERT
+            if insert_column_list(body)
+                .is_some_and(|(t, _, _)| t.iter().any(|t| t.field || !t.subscripts.is_empty())) =>
+        {
+            Some("this INSERT target (a field, or DEFAULT for an array element)")
+        }
         _ => None,
     }
 }
@@ -244,6 +253,7 @@ struct SetItem {
     text: String,
 }
 
+#[derive(Clone)]
 enum Subscript {
     Index(String),
     Slice(Option<String>, Option<String>),
@@ -293,7 +303,7 @@ pub fn rewrite_subscripted_update(sql: &str) -> Option<String> {
         done.push(&item.column);
         let mut expr = format!("{qualifier}.{}", item.column);
         for i in items.iter().filter(|o| o.column == item.column) {
-            expr = assign_call(&expr, i);
+            expr = assign_call(&expr, i, "");
         }
         out.push(format!("{} = {expr}", item.column));
     }
@@ -335,7 +345,8 @@ fn target_name(sig: &[&Token]) -> Option<String> {
     }
 }
 
-fn assign_call(target: &str, item: &SetItem) -> String {
+/// `marker`: `@column` for an INSERT's NULL base (see [`rewrite_subscripted_insert`]).
+fn assign_call(target: &str, item: &SetItem, marker: &str) -> String {
     let mut spec = String::new();
     let mut args = Vec::new();
     let is_slice = item.subscripts.iter().any(|s| matches!(s, Subscript::Slice(..)));
@@ -360,7 +371,223 @@ fn assign_call(target: &str, item: &SetItem) -> String {
         }
     }
     let args: String = args.iter().map(|a| format!(", {a}")).collect();
-    format!("{SUBSCRIPT_ASSIGN}({target}, ({}), '{spec}'{args})", item.value)
+    format!("{SUBSCRIPT_ASSIGN}({target}, ({}), '{spec}{marker}'{args})", item.value)
+}
+
+/// One target of an INSERT's column list.
+struct InsertTarget {
+    /// The column as written (quoted if it was).
+    column: String,
+    /// Its name as stored (an unquoted name folded to lower case).
+    name: String,
+    subscripts: Vec<Subscript>,
+    /// A field of a composite column (`f.x`, `f[1].x`): never rewritten.
+    field: bool,
+}
+
+/// The column list of `INSERT INTO name [[AS] alias] (targets)` in the
+/// significant tokens, the index of its `(` and the index after its `)`.
+fn insert_column_list(sig: &[&Token]) -> Option<(Vec<InsertTarget>, usize, usize)> {
+    let is_kw = |k: usize, kw: Keyword| matches!(sig.get(k), Some(Token::Word(w)) if w.keyword == kw);
+    if !is_kw(0, Keyword::INSERT) || !is_kw(1, Keyword::INTO) {
+        return None;
+    }
+    let mut k = 2;
+    while let Some(Token::Word(w)) = sig.get(k) {
+        if matches!(w.keyword, Keyword::VALUES | Keyword::SELECT | Keyword::DEFAULT | Keyword::WITH) {
+            return None;
+        }
+        k += 1;
+        if matches!(sig.get(k), Some(Token::Period)) {
+            k += 1;
+        }
+    }
+    if !matches!(sig.get(k), Some(Token::LParen)) {
+        return None;
+    }
+    let open = k;
+    k += 1;
+    let mut targets = Vec::new();
+    loop {
+        let Some(Token::Word(col)) = sig.get(k) else { return None };
+        let name = if col.quote_style.is_some() { col.value.clone() } else { col.value.to_lowercase() };
+        let mut t = InsertTarget { column: sig[k].to_string(), name, subscripts: Vec::new(), field: false };
+        k += 1;
+        loop {
+            match sig.get(k)? {
+                Token::LBracket => {
+                    let (sub, next) = subscript(sig, k + 1)?;
+                    t.subscripts.push(sub);
+                    k = next;
+                }
+                Token::Period => {
+                    t.field = true;
+                    k += 1;
+                }
+                Token::Word(_) if t.field => k += 1,
+                Token::Comma | Token::RParen => break,
+                _ => return None,
+            }
+        }
+        targets.push(t);
+        k += 1;
+        if matches!(sig[k - 1], Token::RParen) {
+            return Some((targets, open, k));
+        }
+    }
+}
+
+/// `INSERT INTO t (a[1:2], b, a[3]) VALUES (x, y, z), ...` as
+/// `INSERT INTO t (a, b) VALUES (pgtier_subscript_assign(pgtier_subscript_assign(NULL, (x), 's11@a', (1), (2)), (z), 'i@a', (3)), (y)), ...`,
+/// and with a query for source `INSERT INTO t (a, b) SELECT <the same of
+/// c1, c2, c3> FROM (query) AS pgtier_insert_source (c1, c2, c3)`: an
+/// INSERT assigns into a NULL of the column's type (PostgreSQL's
+/// transformAssignedExpr, never the column's default), whose type the
+/// binder takes from the column `@a` names; the UPDATE path's
+/// assignments do the rest. None when no target is subscripted, or a
+/// target is a field or a subscripted one gets DEFAULT.
+pub fn rewrite_subscripted_insert(sql: &str) -> Option<String> {
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize().ok()?;
+    let at: Vec<usize> = (0..tokens.len()).filter(|&i| !matches!(tokens[i], Token::Whitespace(_))).collect();
+    let sig: Vec<&Token> = at.iter().map(|&i| &tokens[i]).collect();
+    let (targets, open, after) = insert_column_list(&sig)?;
+    if targets.iter().any(|t| t.field) || targets.iter().all(|t| t.subscripts.is_empty()) {
+        return None;
+    }
+    let pos = |k: usize| at.get(k).copied().unwrap_or(tokens.len());
+    let text =
+        |from: usize, to: usize| -> String { tokens[pos(from)..pos(to)].iter().map(ToString::to_string).collect() };
+    let is_kw = |k: usize, kw: Keyword| matches!(sig.get(k), Some(Token::Word(w)) if w.keyword == kw);
+    let mut columns: Vec<&InsertTarget> = Vec::new();
+    for t in &targets {
+        if !columns.iter().any(|c| c.name == t.name) || t.subscripts.is_empty() {
+            columns.push(t);
+        }
+    }
+    let list: Vec<&str> = columns.iter().map(|c| c.column.as_str()).collect();
+    let head = format!("{}({})", text(0, open), list.join(", "));
+    let mut k = after;
+    let (source, tail) = if is_kw(k, Keyword::VALUES) {
+        let mut rows = Vec::new();
+        k += 1;
+        loop {
+            if !matches!(sig.get(k), Some(Token::LParen)) {
+                return None;
+            }
+            let (items, next) = split_items(&sig, k + 1)?;
+            // A row of the wrong length stays wrong for the column list
+            // (the binder's 42601): rows of one and two values, one of
+            // which has the wrong length for any list.
+            if items.len() != targets.len() {
+                rows.push("(NULL), (NULL, NULL)".to_owned());
+                k = next;
+                if !matches!(sig.get(k), Some(Token::Comma)) {
+                    break;
+                }
+                k += 1;
+                continue;
+            }
+            let values: Vec<String> = items.iter().map(|&(a, b)| text(a, b)).collect();
+            if targets
+                .iter()
+                .zip(&items)
+                .any(|(t, &(a, b))| !t.subscripts.is_empty() && b == a + 1 && is_kw(a, Keyword::DEFAULT))
+            {
+                return None;
+            }
+            rows.push(format!("({})", insert_values(&targets, &columns, &values).join(", ")));
+            k = next;
+            if !matches!(sig.get(k), Some(Token::Comma)) {
+                break;
+            }
+            k += 1;
+        }
+        (format!(" VALUES {}", rows.join(", ")), k)
+    } else {
+        let end = source_end(&sig, k);
+        let names: Vec<String> = (1..=targets.len()).map(|n| format!("c{n}")).collect();
+        let values: Vec<String> = names.iter().map(|n| format!("pgtier_insert_source.{n}")).collect();
+        let query = text(k, end);
+        let exprs = insert_values(&targets, &columns, &values).join(", ");
+        (format!(" SELECT {exprs} FROM ({query}) AS pgtier_insert_source ({})", names.join(", ")), end)
+    };
+    let rest: String = tokens[pos(tail)..].iter().map(ToString::to_string).collect();
+    Some(format!("{head}{source} {rest}"))
+}
+
+/// The items of a parenthesized list whose first token is `sig[k]`, as
+/// token ranges, and the index after its `)`.
+fn split_items(sig: &[&Token], mut k: usize) -> Option<(Vec<(usize, usize)>, usize)> {
+    let mut items = Vec::new();
+    let mut depth = 0usize;
+    let mut start = k;
+    loop {
+        match sig.get(k)? {
+            Token::LParen | Token::LBracket => depth += 1,
+            Token::RParen if depth == 0 => {
+                items.push((start, k));
+                return Some((items, k + 1));
+            }
+            Token::RParen | Token::RBracket => depth = depth.saturating_sub(1),
+            Token::Comma if depth == 0 => {
+                items.push((start, k));
+                start = k + 1;
+            }
+            _ => {}
+        }
+        k += 1;
+    }
+}
+
+/// Where an INSERT's query source ends: ON CONFLICT, RETURNING or `;` at depth 0.
+fn source_end(sig: &[&Token], mut k: usize) -> usize {
+    let mut depth = 0usize;
+    while let Some(t) = sig.get(k) {
+        match t {
+            Token::LParen | Token::LBracket => depth += 1,
+            Token::RParen | Token::RBracket => depth = depth.saturating_sub(1),
+            Token::SemiColon if depth == 0 => return k,
+            Token::Word(w) if depth == 0 && w.keyword == Keyword::RETURNING => return k,
+            Token::Word(w)
+                if depth == 0
+                    && w.keyword == Keyword::ON
+                    && matches!(sig.get(k + 1), Some(Token::Word(c)) if c.keyword == Keyword::CONFLICT) =>
+            {
+                return k;
+            }
+            _ => {}
+        }
+        k += 1;
+    }
+    k
+}
+
+/// Per column of `columns`, its value: a plain target's value, or a
+/// subscripted column's assignments in order, into NULL.
+fn insert_values(targets: &[InsertTarget], columns: &[&InsertTarget], values: &[String]) -> Vec<String> {
+    columns
+        .iter()
+        .map(|c| {
+            if c.subscripts.is_empty() {
+                let k = targets.iter().position(|t| std::ptr::eq(t, *c)).unwrap_or(0);
+                return format!("({})", values[k]);
+            }
+            let marker = format!("@{}", c.name.replace('\'', "''"));
+            let mut expr = "NULL".to_owned();
+            for (t, v) in targets.iter().zip(values) {
+                if t.name == c.name && !t.subscripts.is_empty() {
+                    let item = SetItem {
+                        column: String::new(),
+                        subscripts: t.subscripts.clone(),
+                        value: v.clone(),
+                        text: String::new(),
+                    };
+                    expr = assign_call(&expr, &item, &marker);
+                }
+            }
+            expr
+        })
+        .collect()
 }
 
 /// The SET list's items and how many tokens it spans (up to FROM, WHERE,
@@ -610,6 +837,27 @@ mod tests {
         assert!(parse_sql(sql).is_ok());
         assert_eq!(rewrite_subscripted_update("UPDATE t SET a = b[1]"), None);
         assert_eq!(rewrite_subscripted_update("SELECT a[1] FROM t"), None);
+    }
+
+    #[test]
+    fn subscripted_insert_targets_assign_into_null() {
+        let out =
+            rewrite_subscripted_insert("INSERT INTO t (a[1:2], b, a[3]) VALUES (x, y, z), ('{1}', 2, 3) RETURNING a")
+                .unwrap();
+        assert_eq!(
+            out,
+            "INSERT INTO t (a, b) VALUES (pgtier_subscript_assign(pgtier_subscript_assign(NULL, (x), 's11@a', (1), (2)), (z), 'i@a', (3)), (y)), (pgtier_subscript_assign(pgtier_subscript_assign(NULL, ('{1}'), 's11@a', (1), (2)), (3), 'i@a', (3)), (2)) RETURNING a"
+        );
+        let query =
+            rewrite_subscripted_insert("insert into s.t (\"A\"[1], k) select 1, 2 on conflict (k) do nothing").unwrap();
+        assert!(query.contains("(\"A\", k) SELECT pgtier_subscript_assign(NULL, (pgtier_insert_source.c1), 'i@A', (1)), (pgtier_insert_source.c2) FROM (select 1, 2 ) AS pgtier_insert_source (c1, c2) on conflict"), "{query}");
+        for short in ["INSERT INTO t (k, a[1], a[2]) VALUES (3, 1)", "INSERT INTO t (k, a[1]) VALUES (3, 1, 2)"] {
+            let out = rewrite_subscripted_insert(short).unwrap();
+            assert!(parse_sql(&out).is_ok(), "{out}");
+        }
+        assert_eq!(rewrite_subscripted_insert("INSERT INTO t (a[1], a[2]) VALUES (1, DEFAULT)"), None);
+        assert_eq!(rewrite_subscripted_insert("INSERT INTO t (f.x[1]) VALUES (1)"), None);
+        assert_eq!(rewrite_subscripted_insert("INSERT INTO t (a, b) VALUES (1, 2)"), None);
     }
 
     #[test]

@@ -95,6 +95,49 @@ impl Binder<'_> {
         Ok((Expr::Func(Func::Sys(SysFunc::Any(cmp, elem)), vec![x, a]), Some(DataType::Bool)))
     }
 
+    /// `x [NOT] LIKE / ILIKE ANY (array or subquery)`, ALL when `all`
+    /// (`flags`: negated, case-insensitive, all): PostgreSQL's `~~` (`!~~`,
+    /// `~~*`, `!~~*`) over the elements as `op ANY` does.
+    pub(super) fn like_any(
+        &mut self,
+        left: &ast::Expr,
+        right: Operand<'_>,
+        (negated, ci, all): (bool, bool, bool),
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Expr, Ty)> {
+        let op = match (negated, ci) {
+            (false, false) => "~~",
+            (true, false) => "!~~",
+            (false, true) => "~~*",
+            (true, true) => "!~~*",
+        };
+        let (x, xt) = self.expr(left, scope, ctx)?;
+        let (a, at) = match right {
+            Operand::Query(q) => self.array_subquery(q, scope)?,
+            Operand::Expr(e) => self.expr(e, scope, ctx)?,
+        };
+        let text_array = array_type(DataType::Text).unwrap_or(DataType::Text);
+        let a = match at.map(|t| (t, elem_type(t))) {
+            None => self.coerce(a, None, text_array, op)?,
+            Some((_, Some(e))) if category(e) == value::Category::String && !matches!(e, DataType::Char(_)) => a,
+            Some((_, Some(DataType::Char(_)))) => {
+                return Err(SqlError::unsupported(format!("{op} ANY/ALL over a character(n) array")));
+            }
+            Some((t, Some(_))) => {
+                let x = xt.map_or("unknown", value::type_name);
+                return Err(SqlError::undefined_operator(&format!(
+                    "{x} {op} {}",
+                    value::type_name(elem_type(t).unwrap_or(t))
+                )));
+            }
+            Some((_, None)) => return Err(SqlError::new("42809", "op ANY/ALL (array) requires array on right side")),
+        };
+        let x = if matches!(xt, Some(DataType::Char(_))) { x } else { self.text_arg(x, xt, op)? };
+        let f = ArrayFunc::Like { all, negated, case_insensitive: ci };
+        Ok((Expr::Func(Func::Array(f), vec![x, a]), Some(DataType::Bool)))
+    }
+
     fn array_literal(&mut self, a: Expr, elem: Elem) -> Result<Expr> {
         match a {
             Expr::Const(Value::Text(s)) => Ok(Expr::Const(types::array_input(&s, elem)?)),
@@ -362,6 +405,18 @@ impl Binder<'_> {
         else {
             return Err(SqlError::undefined_function(crate::parse::SUBSCRIPT_ASSIGN));
         };
+        // An INSERT's target (parse::rewrite_subscripted_insert): a NULL of
+        // the column's type.
+        let (spec, column) = match spec.split_once('@') {
+            Some((spec, column)) => (spec.to_owned(), Some(column.to_owned())),
+            None => (spec, None),
+        };
+        let at = match (&a, at, &column, &self.insert_table) {
+            (Expr::Const(Value::Null), None, Some(c), Some(table)) => {
+                table.column_index(c).map(|k| table.columns[k].ty)
+            }
+            _ => at,
+        };
         if at == Some(DataType::Jsonb) {
             let column = target.map_or_else(String::new, assigned_column);
             return self.jsonb_subscript_assign(a, (v, vt), &spec, args.collect(), &column);
@@ -371,7 +426,12 @@ impl Binder<'_> {
         };
         let arr_ty = at.unwrap_or(DataType::Text);
         let slice = spec.contains('s');
-        let mut out = vec![a, self.result_cast(v, vt, Some(if slice { arr_ty } else { elem }))?];
+        let want = if slice { arr_ty } else { elem };
+        let v = match vt {
+            None => self.result_cast(v, vt, Some(want))?,
+            Some(_) => self.assign(v, vt, want, column.as_deref().unwrap_or("array element"))?,
+        };
+        let mut out = vec![a, v];
         for (e, t) in args {
             out.push(match t {
                 None => self.coerce(e, None, DataType::Int4, "subscript")?,
@@ -449,6 +509,45 @@ fn assigned_column(target: &ast::Expr) -> String {
             _ => String::new(),
         },
         _ => String::new(),
+    }
+}
+
+/// sqlparser reads `x LIKE ALL (a)` as LIKE of a call of a function
+/// `all` (a reserved word PostgreSQL never takes as a function name
+/// unquoted): its operand.
+pub(super) fn like_all_operand(pattern: &ast::Expr) -> Option<Operand<'_>> {
+    let ast::Expr::Function(f) = pattern else { return None };
+    let [ast::ObjectNamePart::Identifier(name)] = f.name.0.as_slice() else { return None };
+    if name.quote_style.is_some() || !name.value.eq_ignore_ascii_case("all") {
+        return None;
+    }
+    match &f.args {
+        ast::FunctionArguments::Subquery(q) => Some(Operand::Query(q)),
+        ast::FunctionArguments::List(l)
+            if l.args.len() == 1 && l.clauses.is_empty() && l.duplicate_treatment.is_none() =>
+        {
+            match &l.args[0] {
+                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Some(Operand::of(e)),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The right operand of ANY / ALL: an array, or a subquery's rows.
+pub(super) enum Operand<'a> {
+    Expr(&'a ast::Expr),
+    Query(&'a ast::Query),
+}
+
+impl<'a> Operand<'a> {
+    pub(super) fn of(e: &'a ast::Expr) -> Operand<'a> {
+        match e {
+            ast::Expr::Nested(inner) => Operand::of(inner),
+            ast::Expr::Subquery(q) => Operand::Query(q),
+            other => Operand::Expr(other),
+        }
     }
 }
 

@@ -64,36 +64,10 @@ impl Binder<'_> {
             self.need(&table, Privs::UPDATE.union(Privs::SELECT));
         }
         let targets = insert_targets(&table, &i.columns)?;
-        let source = match &i.source {
-            None => InsertSource::Values(vec![Vec::new()]).with_defaults(&table, &targets, true)?,
-            Some(q) => match q.body.as_ref() {
-                ast::SetExpr::Values(values)
-                    if q.order_by.is_none() && q.limit_clause.is_none() && q.fetch.is_none() =>
-                {
-                    let scope = Scope::default();
-                    let mut rows = Vec::new();
-                    for row in &values.rows {
-                        let out = self.values_row(&table, &targets, row, !i.columns.is_empty(), &scope)?;
-                        rows.push(out);
-                    }
-                    InsertSource::Values(rows)
-                }
-                _ => {
-                    let sub = self.query(q, None)?;
-                    if sub.visible > targets.len() {
-                        return Err(SqlError::syntax("INSERT has more expressions than target columns"));
-                    }
-                    for (k, c) in sub.columns[..sub.visible].iter().enumerate() {
-                        let col = &table.columns[targets[k]];
-                        always_identity_guard(col)?;
-                        if let Some(t) = c.ty {
-                            check_assignable(t, col.ty, &col.name)?;
-                        }
-                    }
-                    InsertSource::Query(Box::new(sub))
-                }
-            },
-        };
+        let outer = self.insert_table.replace(table.clone());
+        let source = self.insert_source(i, &table, &targets);
+        self.insert_table = outer;
+        let source = source?;
         let on_conflict = match &i.on {
             None => None,
             Some(ast::OnInsert::OnConflict(oc)) => Some(self.on_conflict(oc, &table)?),
@@ -126,6 +100,40 @@ impl Binder<'_> {
             checks,
             route,
         }))
+    }
+
+    /// An INSERT's rows: VALUES bound against the target columns, or its query.
+    fn insert_source(&mut self, i: &ast::Insert, table: &Arc<TableSchema>, targets: &[usize]) -> Result<InsertSource> {
+        Ok(match &i.source {
+            None => InsertSource::Values(vec![Vec::new()]).with_defaults(table, targets, true)?,
+            Some(q) => match q.body.as_ref() {
+                ast::SetExpr::Values(values)
+                    if q.order_by.is_none() && q.limit_clause.is_none() && q.fetch.is_none() =>
+                {
+                    let scope = Scope::default();
+                    let mut rows = Vec::new();
+                    for row in &values.rows {
+                        let out = self.values_row(table, targets, row, !i.columns.is_empty(), &scope)?;
+                        rows.push(out);
+                    }
+                    InsertSource::Values(rows)
+                }
+                _ => {
+                    let sub = self.query(q, None)?;
+                    if sub.visible > targets.len() {
+                        return Err(SqlError::syntax("INSERT has more expressions than target columns"));
+                    }
+                    for (k, c) in sub.columns[..sub.visible].iter().enumerate() {
+                        let col = &table.columns[targets[k]];
+                        always_identity_guard(col)?;
+                        if let Some(t) = c.ty {
+                            check_assignable(t, col.ty, &col.name)?;
+                        }
+                    }
+                    InsertSource::Query(Box::new(sub))
+                }
+            },
+        })
     }
 
     /// One VALUES row of an INSERT (or MERGE's INSERT) over `scope`: a

@@ -177,10 +177,7 @@ impl Binder<'_> {
             }
             E::Between { expr, negated, low, high } => self.between(expr, low, high, *negated, scope, ctx),
             E::InList { expr, list, negated } => self.in_list(expr, list, *negated, scope, ctx),
-            E::Like { negated, any: false, expr, pattern, escape_char: None }
-            | E::ILike { negated, any: false, expr, pattern, escape_char: None } => {
-                self.like(expr, pattern, *negated, matches!(e, E::ILike { .. }), scope, ctx)
-            }
+            E::Like { escape_char: None, .. } | E::ILike { escape_char: None, .. } => self.like_forms(e, scope, ctx),
             E::SimilarTo { negated, expr, pattern, escape_char } => {
                 self.similar_to(expr, pattern, escape_char.as_ref(), *negated, scope, ctx)
             }
@@ -428,6 +425,21 @@ impl Binder<'_> {
             out.push(self.coerce_common(b, t, common)?);
         }
         Ok((Expr::InList { expr: x.boxed(), list: out, negated }, Some(DataType::Bool)))
+    }
+
+    /// [NOT] LIKE / ILIKE without ESCAPE: of a pattern, or ANY / ALL of an array.
+    fn like_forms(&mut self, e: &ast::Expr, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
+        let (ast::Expr::Like { negated, any, expr, pattern, .. }
+        | ast::Expr::ILike { negated, any, expr, pattern, .. }) = e
+        else {
+            return Err(SqlError::unsupported("this LIKE form"));
+        };
+        let ci = matches!(e, ast::Expr::ILike { .. });
+        match (any, super::array::like_all_operand(pattern)) {
+            (true, _) => self.like_any(expr, super::array::Operand::of(pattern), (*negated, ci, false), scope, ctx),
+            (false, Some(list)) => self.like_any(expr, list, (*negated, ci, true), scope, ctx),
+            (false, None) => self.like(expr, pattern, *negated, ci, scope, ctx),
+        }
     }
 
     /// [NOT] LIKE / ILIKE without ANY or ESCAPE.

@@ -133,6 +133,7 @@ impl<'c> Binder<'c> {
             named_windows: Vec::new(),
             perms: Vec::new(),
             perm_view: None,
+            insert_table: None,
             top_with: 0,
             touched: modifying::Touched::default(),
             modifying: Vec::new(),
@@ -308,6 +309,9 @@ pub(crate) struct Binder<'c> {
     /// Binding an UPDATE or DELETE of a partitioned table, partition by
     /// partition (bind/partition.rs).
     pub(crate) partition_fanout: bool,
+    /// The table an INSERT now bound writes: the type of a subscripted
+    /// target's NULL base (`Binder::subscript_assign`).
+    pub(crate) insert_table: Option<Arc<TableSchema>>,
 }
 
 /// A WITH query. Each reference binds its query again, as a subquery in

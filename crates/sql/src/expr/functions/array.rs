@@ -17,6 +17,12 @@ use crate::value::array::{DIMS_MAX, dims, is_nested, leaves, too_many_dims};
 pub enum ArrayFunc {
     /// `x op ANY (array)` (false) or `x op ALL (array)` (true).
     Any(CmpOp, bool),
+    /// `x [NOT] LIKE / ILIKE ANY (array)`, or ALL.
+    Like {
+        all: bool,
+        negated: bool,
+        case_insensitive: bool,
+    },
     /// `ARRAY[a, b, ...]`.
     Make,
     /// `ARRAY[[...], [...]]`, `ARRAY[a1, a2]` of arrays: one more dimension.
@@ -63,6 +69,7 @@ impl ArrayFunc {
         !matches!(
             self,
             ArrayFunc::Any(..)
+                | ArrayFunc::Like { .. }
                 | ArrayFunc::Make
                 | ArrayFunc::MakeRows
                 | ArrayFunc::AssignElement
@@ -116,6 +123,11 @@ pub(super) fn eval(f: ArrayFunc, vals: Vec<Value>) -> Result<Value> {
     let arg = |k: usize| vals.get(k).unwrap_or(&Value::Null);
     Ok(match f {
         ArrayFunc::Any(op, all) => any(op, all, arg(0), arg(1)),
+        ArrayFunc::Like { all, negated, case_insensitive } => {
+            let Value::Array(items) = arg(1) else { return Ok(Value::Null) };
+            let elems = if is_nested(items) { leaves(items) } else { items.iter().collect() };
+            like_any(all, negated, case_insensitive, arg(0), elems)?
+        }
         ArrayFunc::Make => Value::Array(vals),
         ArrayFunc::MakeRows => make_rows(vals)?,
         ArrayFunc::AssignElement => super::array_assign::assign_element(vals)?,
@@ -430,6 +442,27 @@ fn any_of<'a>(op: CmpOp, all: bool, x: &Value, items: impl Iterator<Item = &'a V
         }
     }
     if saw_null { Value::Null } else { Value::Bool(all) }
+}
+
+/// `~~` (`!~~`, case-insensitive `~~*`) of x and each pattern, as
+/// `any_of` combines comparisons: NULL for a NULL x or pattern unless an
+/// element decides.
+fn like_any(all: bool, negated: bool, ci: bool, x: &Value, patterns: Vec<&Value>) -> Result<Value> {
+    let mut saw_null = false;
+    for p in patterns {
+        let m = match (x, p) {
+            (Value::Text(s), Value::Text(p)) if ci => crate::expr::like(&s.to_lowercase(), &p.to_lowercase())?,
+            (Value::Text(s), Value::Text(p)) => crate::expr::like(s, p)?,
+            _ => {
+                saw_null = true;
+                continue;
+            }
+        };
+        if (m != negated) != all {
+            return Ok(Value::Bool(!all));
+        }
+    }
+    Ok(if saw_null { Value::Null } else { Value::Bool(all) })
 }
 
 #[cfg(test)]

@@ -214,6 +214,9 @@ fn resolve_trunc(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: Call<'_
 }
 
 fn resolve_width_bucket(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: Call<'_>) -> Resolved {
+    if call.args.len() == 2 {
+        return resolve_width_bucket_array(def, b, call);
+    }
     call.arity(4, 4)?;
     let float = call.args[..3].iter().any(|(_, t)| matches!(t, Some(DataType::Float4 | DataType::Float8)));
     if call.args.iter().any(|(_, t)| t.is_some_and(|t| category(t) != Category::Numeric)) {
@@ -226,6 +229,49 @@ fn resolve_width_bucket(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: 
     }
     let eval: EvalFn = |v, _| width_bucket(&v[0], &v[1], &v[2], int(v, 3));
     Ok((def.expr(eval, out), Some(DataType::Int4)))
+}
+
+/// width_bucket(operand, thresholds anycompatiblearray): the operand and
+/// the elements at their common type (42883 across categories).
+fn resolve_width_bucket_array(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: Call<'_>) -> Resolved {
+    let undefined = call.undefined();
+    let mut args = call.args.into_iter();
+    let (Some((x, xt)), Some((a, at))) = (args.next(), args.next()) else { return Err(undefined) };
+    let elem = match at {
+        Some(t) => crate::value::array::elem_type(t).ok_or_else(|| undefined.clone())?,
+        None => xt.unwrap_or(DataType::Text),
+    };
+    if xt.is_some_and(|t| category(t) != category(elem)) || crate::value::types::is_pseudo(elem) {
+        return Err(undefined);
+    }
+    let (_, common) = b.common(vec![(x.clone(), xt), (Expr::Const(Value::Null), Some(elem))], "width_bucket")?;
+    let common = common.unwrap_or(elem);
+    let arr = crate::value::array::array_type(common).ok_or(undefined)?;
+    let x = b.result_cast(x, xt, Some(common))?;
+    let a = b.result_cast(a, at, Some(arr))?;
+    Ok((def.expr(width_bucket_array, vec![x, a]), Some(DataType::Int4)))
+}
+
+/// PostgreSQL's width_bucket_array: how many thresholds are at most the
+/// operand, by binary search (the thresholds are taken as sorted).
+fn width_bucket_array(v: &[Value], _: &mut EvalCtx) -> Result<Value> {
+    let Value::Array(items) = &v[1] else { return Ok(Value::Null) };
+    if crate::value::array::is_nested(items) {
+        return Err(SqlError::new("2202E", "thresholds must be one-dimensional array"));
+    }
+    if items.iter().any(Value::is_null) {
+        return Err(SqlError::new("22004", "thresholds array must not contain NULLs"));
+    }
+    let (mut lo, mut hi) = (0, items.len());
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if value::compare(&v[0], &items[mid]) == Some(Ordering::Less) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    Ok(Value::Int4(i32::try_from(lo).unwrap_or(i32::MAX)))
 }
 
 /// factorial(bigint), a numeric.

@@ -12,6 +12,7 @@ use crate::value;
 use crate::value::types::{Elem, RegKind};
 
 pub(super) const DEFS: &[FunctionDef] = &[
+    FunctionDef { names: &["array_fill"], volatility: Volatility::Immutable, resolve: resolve_array_fill },
     FunctionDef {
         names: &["pg_typeof"],
         volatility: Volatility::Stable,
@@ -164,4 +165,70 @@ fn size_pretty(mut size: i64) -> String {
 
 fn half_rounded(x: i64) -> i64 {
     (x + if x < 0 { -1 } else { 1 }) / 2
+}
+
+/// array_fill(value anyelement, dims int[] [, lower bounds int[]]): not
+/// strict (a NULL value fills; NULL dims are 22004).
+fn resolve_array_fill(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: Call<'_>) -> Result<(Expr, Ty)> {
+    call.arity(2, 3)?;
+    let undefined = call.undefined();
+    let mut args = call.args.into_iter();
+    let Some((x, xt)) = args.next() else { return Err(undefined) };
+    let Some(elem) = xt else {
+        return Err(SqlError::new("42804", "could not determine polymorphic type because input has type unknown"));
+    };
+    let arr = crate::value::array::array_type(elem)
+        .ok_or_else(|| SqlError::unsupported(format!("array_fill of {}", value::type_name(elem))))?;
+    let ints = crate::value::array::array_type(DataType::Int4).ok_or_else(|| undefined.clone())?;
+    let mut out = vec![x];
+    for (e, t) in args {
+        if t.is_some_and(|t| t != ints) {
+            return Err(undefined);
+        }
+        out.push(b.result_cast(e, t, Some(ints))?);
+    }
+    Ok((Expr::Func(super::Func::Builtin(def.call(array_fill).lax()), out), Some(arr)))
+}
+
+/// The int4 elements of a dims / lower bounds argument (`what` names it in 2202E).
+fn fill_bounds(v: Option<&Value>, what: &str) -> Result<Vec<i64>> {
+    let Some(Value::Array(items)) = v else {
+        return Err(SqlError::new("22004", "dimension array or low bound array cannot be null"));
+    };
+    if crate::value::array::is_nested(items) {
+        return Err(SqlError::new("2202E", "wrong number of array subscripts")
+            .with_detail(format!("{what} array must be one dimensional.")));
+    }
+    items.iter().map(|i| i.as_i64().ok_or_else(|| SqlError::new("22004", "dimension values cannot be null"))).collect()
+}
+
+fn array_fill(v: &[Value], _: &mut super::registry::EvalCtx) -> Result<Value> {
+    let dims = fill_bounds(v.get(1), "Dimension")?;
+    if v.len() > 2 {
+        let lbs = fill_bounds(v.get(2), "Low bound")?;
+        if lbs.len() != dims.len() {
+            return Err(SqlError::new("2202E", "wrong number of array subscripts")
+                .with_detail("Low bound array has different size than dimensions array."));
+        }
+        if dims.iter().all(|d| *d != 0) && lbs.iter().any(|l| *l != 1) {
+            return Err(SqlError::unsupported("arrays with a lower bound other than 1"));
+        }
+    }
+    if dims.len() > crate::value::array::DIMS_MAX {
+        return Err(crate::value::array::too_many_dims(dims.len()));
+    }
+    if dims.iter().any(|d| *d < 0) {
+        return Err(SqlError::unsupported("array_fill with a negative dimension"));
+    }
+    let total = dims.iter().try_fold(1i64, |n, d| n.checked_mul(*d)).unwrap_or(i64::MAX);
+    if total > 134_217_727 {
+        return Err(SqlError::new("54000", "array size exceeds the maximum allowed (134217727)"));
+    }
+    // No dimensions is no elements (ArrayGetNItems), not one.
+    if total == 0 || dims.is_empty() {
+        return Ok(Value::Array(Vec::new()));
+    }
+    let fill =
+        dims.iter().rev().fold(v[0].clone(), |inner, d| Value::Array(vec![inner; usize::try_from(*d).unwrap_or(0)]));
+    Ok(fill)
 }
