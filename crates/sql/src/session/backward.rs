@@ -128,10 +128,10 @@ fn select(s: &Select, d: &Declared, catalog: &Catalog) -> Backward {
 /// indexes are btrees, which scan backward), under a Sort and a Limit.
 /// A WHERE on a table with an index may be a bitmap heap scan, and an
 /// ORDER BY of several keys an incremental sort over an index: neither
-/// runs backward. pgtier's table scans do not read rows in PostgreSQL's
-/// heap order, so only an ORDER BY that fixes every row's place (or
-/// leaves in ties only rows that read the same) makes the rows fetched
-/// PostgreSQL's.
+/// runs backward. pgtier's table scans read rows in PostgreSQL's heap
+/// order only for a table without a primary key nobody updated, so
+/// otherwise only an ORDER BY that fixes every row's place (or leaves in
+/// ties only rows that read the same) makes the rows fetched PostgreSQL's.
 fn table_scan(s: &Select, d: &Declared, catalog: &Catalog) -> Backward {
     let [t] = d.deps else { return Backward::Unsure };
     // Views, partitioned tables and cache groups' tables (whose indexes
@@ -139,10 +139,15 @@ fn table_scan(s: &Select, d: &Declared, catalog: &Catalog) -> Backward {
     if t.annotation.is_some() || t.sequence.is_some() {
         return Backward::Unsure;
     }
-    let Some(OrderByKind::Expressions(keys)) = d.query.order_by.as_ref().map(|o| &o.kind) else {
-        return Backward::Unsure;
-    };
     let indexed = catalog.indexes_of(t.id).iter().any(|i| !i.columns.iter().any(|&c| t.columns[c].is_hidden()));
+    let Some(OrderByKind::Expressions(keys)) = d.query.order_by.as_ref().map(|o| &o.kind) else {
+        // Unsorted, a table without an index is a Seq Scan in PostgreSQL,
+        // and one without a primary key is read in insertion order here
+        // (the engine's scan_table), its heap order while nobody updates
+        // it: the same rows as any query over it without ORDER BY.
+        let heap_ordered = d.query.order_by.is_none() && t.has_rowid() && !indexed;
+        return if heap_ordered { Backward::Sure } else { Backward::Unsure };
+    };
     if indexed && keys.len() > 1 {
         return Backward::Unsure;
     }
