@@ -203,7 +203,7 @@ impl Lines<'_> {
                     TableFunc::Unnest(_) | TableFunc::UnnestArrays(_) => "unnest",
                     TableFunc::PartitionAncestors => "pg_partition_ancestors",
                     TableFunc::ExpandArray(_) => "_pg_expandarray",
-                    TableFunc::Json(_) | TableFunc::JsonToRecord(..) => name,
+                    TableFunc::Json(_) | TableFunc::JsonToRecord(..) | TableFunc::Scalar => name,
                 };
                 self.node(depth, format!("Function Scan on {f}"));
                 self.filters(level, depth);

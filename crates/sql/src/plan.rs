@@ -160,6 +160,9 @@ pub enum TableFunc {
     /// json[b]_populate_record[set] too, with each column's domain
     /// constraints (None for a column of a type that is not a domain).
     JsonToRecord(Arc<crate::value::json_record::RecordSpec>, Arc<[Option<ColumnDomain>]>),
+    /// A function that returns one value (not a set) in FROM: its one
+    /// argument is the bound call; one row holding its value, NULL too.
+    Scalar,
 }
 
 /// The constraints a column of a domain type checks its values against.

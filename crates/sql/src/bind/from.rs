@@ -411,9 +411,60 @@ impl Binder<'_> {
         outer: Option<&Scope<'_>>,
     ) -> Result<(String, Arc<TableSchema>, VirtualSource)> {
         let fname = function_name(name)?;
+        if !from_function(&fname) {
+            let (schema, source) = self.scalar_from(name, &fname, args, alias, ordinality, rels, outer)?;
+            return Ok((fname, schema, source));
+        }
         let exprs = table_function_args(&fname, args)?;
         let (schema, source) = self.function_from(&fname, &exprs, alias, ordinality, rels, outer)?;
         Ok((fname, schema, source))
+    }
+
+    /// A function that returns one value in FROM (`FROM repeat('x', 3) s`,
+    /// a user's SQL or PL/pgSQL function): bound as the same call in an
+    /// expression would be, one row holding its value (NULL too), as
+    /// PostgreSQL's function scan of a function that returns no set. Its
+    /// column is named after the alias, else the function.
+    #[allow(clippy::too_many_arguments)]
+    fn scalar_from(
+        &mut self,
+        name: &ObjectName,
+        fname: &str,
+        args: &[ast::FunctionArg],
+        alias: Option<&ast::TableAlias>,
+        ordinality: bool,
+        rels: &[Rel],
+        outer: Option<&Scope<'_>>,
+    ) -> Result<(Arc<TableSchema>, VirtualSource)> {
+        no_column_definitions(alias)?;
+        let call = ast::Expr::Function(ast::Function {
+            name: name.clone(),
+            uses_odbc_syntax: false,
+            parameters: ast::FunctionArguments::None,
+            args: ast::FunctionArguments::List(ast::FunctionArgumentList {
+                duplicate_treatment: None,
+                args: args.to_vec(),
+                clauses: Vec::new(),
+            }),
+            filter: None,
+            null_treatment: None,
+            over: None,
+            within_group: Vec::new(),
+        });
+        let scope = Scope { rels: rels.to_vec(), hidden: Vec::new(), star: Vec::new(), merged: Vec::new(), outer };
+        let (e, ty) = self.expr(&call, &scope, &mut ExprCtx::plain("functions in FROM"))?;
+        let column = match alias {
+            Some(a) if a.columns.is_empty() => ident(&a.name),
+            _ => fname.rsplit('.').next().unwrap_or(fname).to_owned(),
+        };
+        let mut cols = vec![(column, ty.unwrap_or(DataType::Text))];
+        if ordinality {
+            cols.push(("ordinality".to_owned(), DataType::Int8));
+        }
+        Ok((
+            super::detached(fname, cols),
+            VirtualSource::Function { func: TableFunc::Scalar, args: vec![e], ordinality },
+        ))
     }
 
     /// A set-returning function in FROM; its arguments see the FROM items before it.
@@ -600,6 +651,25 @@ impl Binder<'_> {
             _ => Err(SqlError::undefined_function(&sig())),
         }
     }
+}
+
+/// Whether `fname` is read in FROM by [`Binder::function_from`]: the
+/// set-returning functions and the record-returning ones. Any other
+/// function in FROM returns one value.
+fn from_function(fname: &str) -> bool {
+    matches!(
+        fname,
+        "generate_series"
+            | "unnest"
+            | "string_to_table"
+            | "regexp_split_to_table"
+            | "generate_subscripts"
+            | "regexp_matches"
+            | "pg_partition_ancestors"
+    ) || fname == super::function::EXPAND_ARRAY
+        || super::json::json_srf(fname).is_some()
+        || super::json::to_record_kind(fname).is_some()
+        || super::user_type::populate_kind(fname).is_some()
 }
 
 /// A column definition list (`AS x(a int, ...)`) is for the functions

@@ -128,6 +128,13 @@ impl Exec<'_> {
             let rows = self.record_rows(spec, domains, (&vals[0], &vals[1..]), env)?;
             return self.json_rows(rows, ordinality, out);
         }
+        if let TableFunc::Scalar = func {
+            out.push(vals[0].clone());
+            if ordinality {
+                out.push(Value::Int8(1));
+            }
+            return Ok(());
+        }
         let items: Vec<Value> = match func {
             _ if vals.iter().any(Value::is_null) => Vec::new(),
             TableFunc::GenerateSeries if matches!(vals[0], Value::Numeric(_) | Value::NumericBig(_)) => {
@@ -139,7 +146,10 @@ impl Exec<'_> {
             }
             TableFunc::GenerateSeries => self.integer_series(&vals)?,
             TableFunc::Unnest(e) => types::array_values(vals[0].as_str().unwrap_or(""), *e)?,
-            TableFunc::PartitionAncestors | TableFunc::UnnestArrays(_) | TableFunc::JsonToRecord(..) => Vec::new(),
+            TableFunc::PartitionAncestors
+            | TableFunc::UnnestArrays(_)
+            | TableFunc::JsonToRecord(..)
+            | TableFunc::Scalar => Vec::new(),
             TableFunc::Json(srf) => {
                 let rows = match srf {
                     crate::value::json::JsonSrf::PathQuery => crate::expr::jsonpath_eval::query_rows(&vals)?,
