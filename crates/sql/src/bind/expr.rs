@@ -355,7 +355,7 @@ impl Binder<'_> {
                 }
             }
             ast::UnaryOperator::Plus => Ok((x, t)),
-            other => Err(SqlError::unsupported(format!("operator {other}"))),
+            other => self.prefix_operator(other, x, t),
         }
     }
 

@@ -150,6 +150,12 @@ impl Binder<'_> {
             let decided = name == "coalesce" && bound.iter().any(|(e, _)| matches!(e, Expr::Const(v) if !v.is_null()));
             bound.push(self.lazily(decided, |b| b.expr(a, scope, ctx))?);
         }
+        self.bound_function(name, bound)
+    }
+
+    /// The call of `name` on arguments already bound (also the prefix
+    /// operators that are a function under another name: `@` abs, `|/` sqrt).
+    pub(super) fn bound_function(&mut self, name: &str, bound: Vec<(Expr, Ty)>) -> Result<(Expr, Ty)> {
         let sig = {
             let types: Vec<&str> = bound.iter().map(|(_, t)| t.map_or("unknown", type_name)).collect();
             format!("{name}({})", types.join(", "))
