@@ -177,7 +177,7 @@ impl Binder<'_> {
             }
             E::Between { expr, negated, low, high } => self.between(expr, low, high, *negated, scope, ctx),
             E::InList { expr, list, negated } => self.in_list(expr, list, *negated, scope, ctx),
-            E::Like { escape_char: None, .. } | E::ILike { escape_char: None, .. } => self.like_forms(e, scope, ctx),
+            E::Like { .. } | E::ILike { .. } => self.like_forms(e, scope, ctx),
             E::SimilarTo { negated, expr, pattern, escape_char } => {
                 self.similar_to(expr, pattern, escape_char.as_ref(), *negated, scope, ctx)
             }
@@ -391,7 +391,7 @@ impl Binder<'_> {
                 }
             }
             ast::UnaryOperator::Plus => Ok((x, t)),
-            other => Err(SqlError::unsupported(format!("operator {other}"))),
+            other => self.prefix_operator(other, x, t),
         }
     }
 
@@ -429,12 +429,19 @@ impl Binder<'_> {
 
     /// [NOT] LIKE / ILIKE without ESCAPE: of a pattern, or ANY / ALL of an array.
     fn like_forms(&mut self, e: &ast::Expr, scope: &Scope<'_>, ctx: &mut ExprCtx) -> Result<(Expr, Ty)> {
-        let (ast::Expr::Like { negated, any, expr, pattern, .. }
-        | ast::Expr::ILike { negated, any, expr, pattern, .. }) = e
+        let (ast::Expr::Like { negated, any, expr, pattern, escape_char }
+        | ast::Expr::ILike { negated, any, expr, pattern, escape_char }) = e
         else {
             return Err(SqlError::unsupported("this LIKE form"));
         };
         let ci = matches!(e, ast::Expr::ILike { .. });
+        if let Some(esc) = escape_char {
+            if *any || super::array::like_all_operand(pattern).is_some() {
+                return Err(SqlError::unsupported("LIKE ANY / ALL with ESCAPE"));
+            }
+            let pattern = like_pattern(pattern, Some(esc))?;
+            return self.like(expr, &pattern, *negated, ci, scope, ctx);
+        }
         match (any, super::array::like_all_operand(pattern)) {
             (true, _) => self.like_any(expr, super::array::Operand::of(pattern), (*negated, ci, false), scope, ctx),
             (false, Some(list)) => self.like_any(expr, list, (*negated, ci, true), scope, ctx),
@@ -442,7 +449,7 @@ impl Binder<'_> {
         }
     }
 
-    /// [NOT] LIKE / ILIKE without ANY or ESCAPE.
+    /// [NOT] LIKE / ILIKE without ANY (the pattern rewritten by like_pattern when it had an ESCAPE).
     fn like(
         &mut self,
         expr: &ast::Expr,
@@ -956,4 +963,51 @@ fn plpgsql_ambiguous(qualifier: Option<&str>, name: &str) -> SqlError {
     };
     SqlError::new("42702", format!("column reference \"{full}\" is ambiguous"))
         .with_detail("It could refer to either a PL/pgSQL variable or a table column.")
+}
+
+/// The pattern of `LIKE p [ESCAPE e]`: `ESCAPE e` is PostgreSQL's
+/// like_escape(p, e), done here when both are string literals.
+fn like_pattern(pattern: &ast::Expr, escape: Option<&ast::ValueWithSpan>) -> Result<ast::Expr> {
+    let Some(esc) = escape else { return Ok(pattern.clone()) };
+    if let (ast::Value::SingleQuotedString(esc), ast::Expr::Value(p)) = (&esc.value, pattern)
+        && let ast::Value::SingleQuotedString(p) = &p.value
+    {
+        return Ok(ast::Expr::value(ast::Value::SingleQuotedString(like_escape(p, esc)?)));
+    }
+    Err(SqlError::unsupported("LIKE ... ESCAPE of a pattern or escape that is not a string literal"))
+}
+
+/// PostgreSQL's like_escape (do_like_escape): the pattern rewritten to
+/// use backslash as its escape; an empty escape doubles every backslash.
+fn like_escape(p: &str, esc: &str) -> Result<String> {
+    let mut chars = esc.chars();
+    let e = match (chars.next(), chars.next()) {
+        (None, _) => return Ok(p.replace('\\', "\\\\")),
+        (Some(e), None) => e,
+        _ => {
+            return Err(SqlError::new("22025", "invalid escape string")
+                .with_hint("Escape string must be empty or one character."));
+        }
+    };
+    if e == '\\' {
+        return Ok(p.to_string());
+    }
+    let mut out = String::with_capacity(p.len() * 2);
+    let mut after_escape = false;
+    for c in p.chars() {
+        if c == e && !after_escape {
+            out.push('\\');
+            after_escape = true;
+        } else if c == '\\' {
+            out.push('\\');
+            if !after_escape {
+                out.push('\\');
+            }
+            after_escape = false;
+        } else {
+            out.push(c);
+            after_escape = false;
+        }
+    }
+    Ok(out)
 }

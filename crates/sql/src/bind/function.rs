@@ -9,7 +9,7 @@ use super::coerce::{is_untyped_value, refuse_padded_literals};
 use super::{Binder, ExprCtx, Scope, Ty, parts, truncate};
 use crate::catalog::functions::FnInfo;
 use crate::error::{Result, SqlError};
-use crate::expr::{Expr, Func, SeqFunc, SysFunc, registry};
+use crate::expr::{CmpOp, Expr, Func, SeqFunc, SysFunc, registry};
 use crate::value::types::{Elem, RegKind};
 use crate::value::{self, type_name};
 
@@ -150,13 +150,22 @@ impl Binder<'_> {
             let decided = name == "coalesce" && bound.iter().any(|(e, _)| matches!(e, Expr::Const(v) if !v.is_null()));
             bound.push(self.lazily(decided, |b| b.expr(a, scope, ctx))?);
         }
+        if name == crate::parse::SUBSCRIPT_ASSIGN {
+            return self.subscript_assign(bound, args.first());
+        }
+        self.bound_function(name, bound)
+    }
+
+    /// The call of `name` on arguments already bound (also the prefix
+    /// operators that are a function under another name: `@` abs, `|/` sqrt).
+    pub(super) fn bound_function(&mut self, name: &str, bound: Vec<(Expr, Ty)>) -> Result<(Expr, Ty)> {
+        if let Some(call) = self.function_by_another_name(name, &bound)? {
+            return Ok(call);
+        }
         let sig = {
             let types: Vec<&str> = bound.iter().map(|(_, t)| t.map_or("unknown", type_name)).collect();
             format!("{name}({})", types.join(", "))
         };
-        if name == crate::parse::SUBSCRIPT_ASSIGN {
-            return self.subscript_assign(bound, args.first());
-        }
         if super::array_func::is_array_call(name, &bound) {
             return self.array_function(name, bound, &sig);
         }
@@ -184,6 +193,40 @@ impl Binder<'_> {
         self.user_function_call(name, bound, &sig)?.ok_or_else(|| match name {
             "row" => SqlError::unsupported("ROW constructors (composite values)"),
             _ => SqlError::undefined_function(&sig),
+        })
+    }
+
+    /// pg_catalog's functions that are a cast or an operator by another
+    /// name: `float8(bigint)` and the other numeric conversions (i8tod,
+    /// ...: the casts' own functions; an untyped literal is read as the
+    /// type, as PostgreSQL's function-style cast does), booleq, boolne.
+    /// (`numeric(x)` is a syntax error in PostgreSQL: NUMERIC is a keyword.)
+    fn function_by_another_name(&mut self, name: &str, bound: &[(Expr, Ty)]) -> Result<Option<(Expr, Ty)>> {
+        let target = match name {
+            "int2" => DataType::Int2,
+            "int4" => DataType::Int4,
+            "int8" => DataType::Int8,
+            "float4" => DataType::Float4,
+            "float8" => DataType::Float8,
+            "booleq" | "boolne" if bound.len() == 2 => {
+                let op = if name == "booleq" { CmpOp::Eq } else { CmpOp::NotEq };
+                let [(x, xt), (y, yt)] = [bound[0].clone(), bound[1].clone()];
+                if [xt, yt].iter().any(|t| t.is_some_and(|t| t != DataType::Bool)) {
+                    return Ok(None);
+                }
+                let x = self.coerce(x, xt, DataType::Bool, name)?;
+                let y = self.coerce(y, yt, DataType::Bool, name)?;
+                return Ok(Some((Expr::Cmp(op, x.boxed(), y.boxed()), Some(DataType::Bool))));
+            }
+            _ => return Ok(None),
+        };
+        let [(x, xt)] = bound else { return Ok(None) };
+        Ok(match xt {
+            Some(t) if value::category(*t) == value::Category::Numeric && RegKind::of(*t).is_none() => {
+                Some((Expr::Cast(x.clone().boxed(), target, true), Some(target)))
+            }
+            None if matches!(x, Expr::Const(_)) => Some((self.coerce(x.clone(), None, target, name)?, Some(target))),
+            _ => None,
         })
     }
 

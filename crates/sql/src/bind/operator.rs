@@ -138,7 +138,64 @@ impl Binder<'_> {
                 };
                 self.bitwise(bop, x, xt, y, yt)
             }
+            B::PGBitwiseShiftLeft | B::PGBitwiseShiftRight => {
+                let bop = if matches!(op, B::PGBitwiseShiftLeft) { BitOp::Shl } else { BitOp::Shr };
+                self.shift(bop, x, xt, y, yt)
+            }
             other => Err(SqlError::unsupported(format!("operator {other}"))),
+        }
+    }
+
+    /// `<<` and `>>` of an integer by an int4 (int2shl, int4shl, int8shl):
+    /// the result has the left side's type. Other left types (bit, inet,
+    /// ranges, geometry) and an untyped one (PostgreSQL weighs them all)
+    /// are refused.
+    fn shift(&mut self, op: BitOp, x: Expr, xt: Ty, y: Expr, yt: Ty) -> Result<(Expr, Ty)> {
+        let Some(ty) = xt.filter(|t| value::is_integer(*t)) else {
+            return Err(SqlError::unsupported(format!(
+                "operator {} of {}",
+                op.symbol(),
+                xt.map_or("unknown", type_name)
+            )));
+        };
+        let y = match yt {
+            None => self.coerce(y, None, DataType::Int4, op.symbol())?,
+            Some(t) if value::is_int4_implicit(t) => self.result_cast(y, yt, Some(DataType::Int4))?,
+            Some(t) => {
+                return Err(SqlError::undefined_operator(&format!(
+                    "{} {} {}",
+                    type_name(ty),
+                    op.symbol(),
+                    type_name(t)
+                )));
+            }
+        };
+        Ok((Expr::Func(Func::Sys(SysFunc::Bit(op, ty)), vec![x, y]), Some(ty)))
+    }
+
+    /// The prefix operators besides NOT, `-` and `+`: `~` (int2not,
+    /// int4not, int8not), `@` (abs), `|/` (float8 sqrt) and `||/` (cbrt).
+    pub(super) fn prefix_operator(&mut self, op: &ast::UnaryOperator, x: Expr, t: Ty) -> Result<(Expr, Ty)> {
+        use ast::UnaryOperator as U;
+        let undefined = || SqlError::undefined_operator(&format!("{op} {}", t.map_or("unknown", type_name)));
+        let Some(ty) = t else {
+            // An untyped operand: PostgreSQL weighs every type's operator.
+            return Err(SqlError::unsupported(format!("operator {op} of an untyped literal")));
+        };
+        match op {
+            U::BitwiseNot if value::is_integer(ty) => {
+                Ok((Expr::Func(Func::Sys(SysFunc::Bit(BitOp::Not, ty)), vec![x]), Some(ty)))
+            }
+            U::PGAbs if category(ty) == Category::Numeric => self.bound_function("abs", vec![(x, t)]),
+            U::PGSquareRoot | U::PGCubeRoot if category(ty) == Category::Numeric => {
+                let x = self.coerce(x, t, DataType::Float8, &op.to_string())?;
+                let name = if matches!(op, U::PGSquareRoot) { "sqrt" } else { "cbrt" };
+                self.bound_function(name, vec![(x, Some(DataType::Float8))])
+            }
+            U::BitwiseNot | U::PGAbs | U::PGSquareRoot | U::PGCubeRoot if category(ty) == Category::String => {
+                Err(undefined())
+            }
+            _ => Err(SqlError::unsupported(format!("operator {op} of {}", type_name(ty)))),
         }
     }
 

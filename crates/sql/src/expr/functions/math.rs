@@ -1,7 +1,8 @@
 //! The mathematical functions, declared in [`DEFS`]: abs, round, ceil,
 //! floor, trunc, mod, width_bucket, factorial, power, sqrt, cbrt, exp, ln,
 //! log, log10, sign, pi, div, gcd, lcm, random, scale, min_scale,
-//! trim_scale, float4send, float8send, sinh, cosh, tanh, to_number and to_char
+//! trim_scale, float4send, float8send, sinh, cosh, tanh, asinh, acosh,
+//! atanh, to_number and to_char
 //! of a number (bound with the datetime to_char; both in num_format.rs). exp, ln and log10
 //! are Rust's (correctly rounded where glibc's are, which PostgreSQL
 //! calls); cbrt is glibc's algorithm, which is not correctly rounded
@@ -134,6 +135,21 @@ pub(super) const DEFS: &[FunctionDef] = &[
         names: &["cosh"],
         volatility: Immutable,
         resolve: |def, b, call| resolve_unary(def, b, call, (DataType::Float8, DataType::Float8), cosh),
+    },
+    FunctionDef {
+        names: &["asinh"],
+        volatility: Immutable,
+        resolve: |def, b, call| resolve_unary(def, b, call, (DataType::Float8, DataType::Float8), asinh),
+    },
+    FunctionDef {
+        names: &["acosh"],
+        volatility: Immutable,
+        resolve: |def, b, call| resolve_unary(def, b, call, (DataType::Float8, DataType::Float8), acosh),
+    },
+    FunctionDef {
+        names: &["atanh"],
+        volatility: Immutable,
+        resolve: |def, b, call| resolve_unary(def, b, call, (DataType::Float8, DataType::Float8), atanh),
     },
     FunctionDef {
         names: &["tanh"],
@@ -703,6 +719,40 @@ fn tanh(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
         return Err(overflow());
     }
     Ok(Value::Float8(r))
+}
+
+// Rust's f64::asinh/acosh/atanh are its own formulas, not the C
+// library's PostgreSQL calls (they differ in the last bit): these are.
+mod libm {
+    unsafe extern "C" {
+        pub safe fn asinh(x: f64) -> f64;
+        pub safe fn acosh(x: f64) -> f64;
+        pub safe fn atanh(x: f64) -> f64;
+    }
+}
+
+/// dasinh.
+fn asinh(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let Value::Float8(x) = &vals[0] else { return Err(numeric_type_error()) };
+    Ok(Value::Float8(libm::asinh(*x)))
+}
+
+/// dacosh: below 1 is an error, NaN passes.
+fn acosh(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let Value::Float8(x) = &vals[0] else { return Err(numeric_type_error()) };
+    if *x < 1.0 {
+        return Err(SqlError::new("22003", "input is out of range"));
+    }
+    Ok(Value::Float8(libm::acosh(*x)))
+}
+
+/// datanh: outside [-1, 1] an error, ±1 the infinities.
+fn atanh(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let Value::Float8(x) = &vals[0] else { return Err(numeric_type_error()) };
+    if *x < -1.0 || *x > 1.0 {
+        return Err(SqlError::new("22003", "input is out of range"));
+    }
+    Ok(Value::Float8(if x.abs() == 1.0 { f64::INFINITY.copysign(*x) } else { libm::atanh(*x) }))
 }
 
 fn overflow() -> SqlError {

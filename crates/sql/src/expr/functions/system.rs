@@ -106,6 +106,11 @@ pub enum BitOp {
     And,
     Or,
     Xor,
+    /// `<<` and `>>`: the count is an int4 whatever the left side's type.
+    Shl,
+    Shr,
+    /// Prefix `~` (the second operand is ignored).
+    Not,
 }
 
 impl BitOp {
@@ -114,6 +119,9 @@ impl BitOp {
             BitOp::And => "&",
             BitOp::Or => "|",
             BitOp::Xor => "#",
+            BitOp::Shl => "<<",
+            BitOp::Shr => ">>",
+            BitOp::Not => "~",
         }
     }
 }
@@ -312,6 +320,21 @@ fn eval_arrays(f: SysFunc, vals: &[Value]) -> Result<Value> {
     eval_operators(f, vals)
 }
 
+/// PostgreSQL's int2shl/int4shl/int8shl (and shr) are C shifts on x86:
+/// an int2 or int4 shifts as a 32-bit int, an int8 as 64 bits, and the
+/// count is taken modulo that width (`1::int4 << 33` is 2); the result is
+/// then truncated to the left side's type.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+fn shift(op: BitOp, ty: DataType, x: i64, y: i64) -> i64 {
+    let left = op == BitOp::Shl;
+    if ty == DataType::Int8 {
+        let n = (y as u32) & 63;
+        return if left { x.wrapping_shl(n) } else { x >> n };
+    }
+    let (x, n) = (x as i32, (y as u32) & 31);
+    i64::from(if left { x.wrapping_shl(n) } else { x >> n })
+}
+
 /// Operators (`&` `|` `#`, ANY, regular expressions, ||), rows, array casts and oids.
 fn eval_operators(f: SysFunc, vals: &[Value]) -> Result<Value> {
     let int = |k: usize| vals.get(k).and_then(Value::as_i64).unwrap_or(0);
@@ -323,6 +346,8 @@ fn eval_operators(f: SysFunc, vals: &[Value]) -> Result<Value> {
                 BitOp::And => x & y,
                 BitOp::Or => x | y,
                 BitOp::Xor => x ^ y,
+                BitOp::Not => !x,
+                BitOp::Shl | BitOp::Shr => shift(op, ty, x, y),
             };
             // In range: both operands are of `ty`.
             #[allow(clippy::cast_possible_truncation)]
