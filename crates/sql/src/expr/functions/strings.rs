@@ -150,6 +150,30 @@ pub(super) const DEFS: &[FunctionDef] = &[
         resolve: |def, b, call| text_fn(def, b, call, reverse, (1, 1), &[Text], Text),
     },
     FunctionDef {
+        names: &["quote_ident"],
+        volatility: Immutable,
+        resolve: |def, b, call| {
+            text_fn(def, b, call, |v, _| Ok(Value::Text(quote_ident(text(v, 0)))), (1, 1), &[Text], Text)
+        },
+    },
+    FunctionDef {
+        names: &["quote_literal"],
+        volatility: Immutable,
+        resolve: |def, b, call| text_fn(def, b, call, quoted_literal, (1, 1), &[Text], Text),
+    },
+    FunctionDef {
+        names: &["quote_nullable"],
+        volatility: Immutable,
+        resolve: |def, b, call| {
+            // Not strict: NULL is the word NULL.
+            let (e, t) = text_fn(def, b, call, quote_nullable, (1, 1), &[Text], Text)?;
+            match e {
+                Expr::Func(super::Func::Builtin(f), args) => Ok((Expr::Func(super::Func::Builtin(f.lax()), args), t)),
+                other => Ok((other, t)),
+            }
+        },
+    },
+    FunctionDef {
         names: &["unistr"],
         volatility: Immutable,
         resolve: |def, b, call| text_fn(def, b, call, unistr, (1, 1), &[Text], Text),
@@ -688,6 +712,20 @@ pub(super) fn chr(n: i64) -> Result<Value> {
 /// ascii(s): the code point of the first character; 0 for ''.
 pub(super) fn ascii(s: &str) -> Value {
     Value::Int4(s.chars().next().map_or(0, |c| i32::try_from(u32::from(c)).unwrap_or(0)))
+}
+
+fn quoted_literal(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    let mut out = String::new();
+    quote_literal(text(vals, 0), &mut out);
+    Ok(Value::Text(out))
+}
+
+/// quote_nullable: quote_literal, or the word NULL for NULL.
+fn quote_nullable(vals: &[Value], ctx: &mut EvalCtx<'_>) -> Result<Value> {
+    if vals[0].is_null() {
+        return Ok(Value::Text("NULL".to_owned()));
+    }
+    quoted_literal(vals, ctx)
 }
 
 /// quote_literal: a string constant, E'' when it holds a backslash.
