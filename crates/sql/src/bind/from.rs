@@ -657,17 +657,9 @@ impl Binder<'_> {
 /// set-returning functions and the record-returning ones. Any other
 /// function in FROM returns one value.
 fn from_function(fname: &str) -> bool {
-    matches!(
-        fname,
-        "generate_series"
-            | "unnest"
-            | "string_to_table"
-            | "regexp_split_to_table"
-            | "generate_subscripts"
-            | "regexp_matches"
-            | "pg_partition_ancestors"
-    ) || fname == super::function::EXPAND_ARRAY
-        || super::json::json_srf(fname).is_some()
+    super::window::set_returning(fname)
+        || matches!(fname, "regexp_matches" | "pg_partition_ancestors")
+        || fname == super::function::EXPAND_ARRAY
         || super::json::to_record_kind(fname).is_some()
         || super::user_type::populate_kind(fname).is_some()
 }

@@ -639,21 +639,14 @@ impl Binder<'_> {
     /// INSERT's target: `t` or an ancestor); a partition whose columns
     /// are in another order gets the row rearranged by name.
     fn route_over(&mut self, t: &Arc<TableSchema>, shape: &Arc<TableSchema>) -> Result<PartitionRoute> {
-        let spec =
-            PartitionSpec::decode(t).ok_or_else(|| SqlError::new("XX000", "a partitioned table without its key"))?;
-        self.depend(t);
+        let spec = self.partition_spec(t)?;
         let key = self.key_exprs(&spec, shape, 0)?;
         let own_constraint =
             self.partition_constraint(t, shape)?.map(|expr| BoundCheck { name: PARTITION_CHECK.to_owned(), expr });
         let mut partitions = Vec::new();
         let mut default = None;
         for p in &spec.partitions {
-            let child = self
-                .catalog
-                .table_by_name(&p.name)
-                .cloned()
-                .ok_or_else(|| SqlError::new("XX000", format!("partition \"{}\" is gone", p.name)))?;
-            self.depend(&child);
+            let child = self.partition_named(&p.name)?;
             let target = if is_partitioned(&child) {
                 RouteTarget::Node(Box::new(self.route_over(&child, shape)?))
             } else {
@@ -677,6 +670,25 @@ impl Binder<'_> {
         Ok(PartitionRoute { table: t.name.clone(), key, own_constraint, partitions })
     }
 
+    /// Partitioned table `t`'s key and partitions; the statement depends on `t`.
+    fn partition_spec(&mut self, t: &Arc<TableSchema>) -> Result<PartitionSpec> {
+        let spec =
+            PartitionSpec::decode(t).ok_or_else(|| SqlError::new("XX000", "a partitioned table without its key"))?;
+        self.depend(t);
+        Ok(spec)
+    }
+
+    /// A partition by name; the statement depends on it.
+    fn partition_named(&mut self, name: &str) -> Result<Arc<TableSchema>> {
+        let child = self
+            .catalog
+            .table_by_name(name)
+            .cloned()
+            .ok_or_else(|| SqlError::new("XX000", format!("partition \"{name}\" is gone")))?;
+        self.depend(&child);
+        Ok(child)
+    }
+
     /// The `tableoid` of a row of partitioned table `t` (a partition of
     /// `root`, or `root` itself) read at `offset` of the joined row: the
     /// partition its key routes it to. Every stored row holds its
@@ -687,19 +699,12 @@ impl Binder<'_> {
         t: &Arc<TableSchema>,
         offset: usize,
     ) -> Result<Expr> {
-        let spec =
-            PartitionSpec::decode(t).ok_or_else(|| SqlError::new("XX000", "a partitioned table without its key"))?;
-        self.depend(t);
+        let spec = self.partition_spec(t)?;
         let key = self.key_exprs(&spec, root, offset)?;
         let mut whens = Vec::new();
         let mut otherwise = None;
         for p in &spec.partitions {
-            let child = self
-                .catalog
-                .table_by_name(&p.name)
-                .cloned()
-                .ok_or_else(|| SqlError::new("XX000", format!("partition \"{}\" is gone", p.name)))?;
-            self.depend(&child);
+            let child = self.partition_named(&p.name)?;
             let oid = if is_partitioned(&child) {
                 self.routed_tableoid(root, &child, offset)?
             } else {

@@ -487,7 +487,7 @@ pub(super) fn resolve_window_refs(e: Expr, base: usize) -> Result<Expr> {
 }
 
 /// The set-returning functions pgtier has (not in the scalar registry).
-fn set_returning(name: &str) -> bool {
+pub(super) fn set_returning(name: &str) -> bool {
     matches!(name, "generate_series" | "unnest" | "string_to_table" | "regexp_split_to_table" | "generate_subscripts")
         || super::json::json_srf(name).is_some()
 }
