@@ -331,6 +331,36 @@ fn parse_interval_with_precision(parser: &mut Parser) -> Result<Expr, ParserErro
     }))
 }
 
+/// `SUBSTRING(s SIMILAR pattern ESCAPE escape)` as the function call
+/// PostgreSQL's grammar makes of it, `substring(s, pattern, escape)`
+/// (sqlparser knows only the FROM / FOR forms). `like` is the precedence
+/// of SIMILAR TO, so the operands stop before SIMILAR and ESCAPE.
+fn parse_substring_similar(parser: &mut Parser, like: u8) -> Result<Expr, ParserError> {
+    parser.expect_keyword_is(Keyword::SUBSTRING)?;
+    parser.expect_token(&Token::LParen)?;
+    let string = parser.parse_subexpr(like)?;
+    parser.expect_keyword_is(Keyword::SIMILAR)?;
+    let pattern = parser.parse_subexpr(like)?;
+    parser.expect_keyword_is(Keyword::ESCAPE)?;
+    let escape = parser.parse_expr()?;
+    parser.expect_token(&Token::RParen)?;
+    let arg = |e| sqlparser::ast::FunctionArg::Unnamed(sqlparser::ast::FunctionArgExpr::Expr(e));
+    Ok(Expr::Function(sqlparser::ast::Function {
+        name: sqlparser::ast::ObjectName::from(vec![sqlparser::ast::Ident::new("substring")]),
+        uses_odbc_syntax: false,
+        parameters: sqlparser::ast::FunctionArguments::None,
+        args: sqlparser::ast::FunctionArguments::List(sqlparser::ast::FunctionArgumentList {
+            duplicate_treatment: None,
+            args: vec![arg(string), arg(pattern), arg(escape)],
+            clauses: Vec::new(),
+        }),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: Vec::new(),
+    }))
+}
+
 impl Dialect for PgDialect {
     fn dialect(&self) -> std::any::TypeId {
         self.0.dialect()
@@ -427,12 +457,23 @@ impl Dialect for PgDialect {
         {
             return parser.maybe_parse(parse_interval_with_precision).transpose();
         }
-        // `f(..., VARIADIC ARRAY[...])`: kept as a prefixed argument the
-        // binder spreads (bind/function.rs). Only before what cannot be an
-        // alias, so a column named variadic still parses.
+        if matches!(&parser.peek_token_ref().token, Token::Word(w) if w.keyword == Keyword::SUBSTRING)
+            && matches!(parser.peek_nth_token_ref(1).token, Token::LParen)
+        {
+            let like = self.prec_value(Precedence::Like);
+            if let Ok(Some(call)) = parser.maybe_parse(|p| parse_substring_similar(p, like)) {
+                return Some(Ok(call));
+            }
+        }
+        // `f(..., VARIADIC ARRAY[...] | NULL::t[] | '{...}'::t[])`: kept
+        // as a prefixed argument the binder spreads (bind/function.rs).
+        // Only before what cannot be an alias, so a column named variadic
+        // still parses.
         if matches!(&parser.peek_token_ref().token, Token::Word(w) if w.keyword == Keyword::VARIADIC)
             && matches!(&parser.peek_nth_token_ref(1).token,
                 Token::Word(w) if w.keyword == Keyword::ARRAY || w.keyword == Keyword::NULL)
+            || matches!(&parser.peek_token_ref().token, Token::Word(w) if w.keyword == Keyword::VARIADIC)
+                && matches!(&parser.peek_nth_token_ref(1).token, Token::SingleQuotedString(_))
         {
             let prefix = match parser.next_token().token {
                 Token::Word(w) => w.into_ident(parser.peek_token_ref().span),

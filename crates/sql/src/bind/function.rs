@@ -47,7 +47,16 @@ impl Binder<'_> {
                             if k + 1 != list.args.len() {
                                 return Err(SqlError::syntax("syntax error: VARIADIC must be the last argument"));
                             }
-                            args.extend(variadic_elements(&name, k, value)?);
+                            match variadic_elements(&name, k, value)? {
+                                Spread::Args(elements) => args.extend(elements),
+                                Spread::Call(call) => {
+                                    // The other arguments are still bound, for their errors.
+                                    for a in &args {
+                                        self.expr(a, scope, ctx)?;
+                                    }
+                                    return self.expr(&call, scope, ctx);
+                                }
+                            }
                         }
                         ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) if named.is_empty() => {
                             args.push(e.clone())
@@ -313,31 +322,44 @@ impl Binder<'_> {
 
 /// A function's name: `pg_catalog.f` is `f`.
 /// Built-in functions with a VARIADIC parameter whose call with
-/// `VARIADIC ARRAY[a, b]` is their call with `a, b`, and how many
-/// parameters come before it (the VARIADIC argument's place).
-const VARIADIC_FUNCTIONS: &[(&str, usize)] = &[
-    ("concat", 0),
-    ("concat_ws", 1),
-    ("format", 1),
-    ("json_build_array", 0),
-    ("json_build_object", 0),
-    ("jsonb_build_array", 0),
-    ("jsonb_build_object", 0),
-    ("json_extract_path", 1),
-    ("json_extract_path_text", 1),
-    ("jsonb_extract_path", 1),
-    ("jsonb_extract_path_text", 1),
+/// `VARIADIC ARRAY[a, b]` is their call with `a, b`, how many parameters
+/// come before it (the VARIADIC argument's place), and what a NULL array
+/// makes of the call.
+const VARIADIC_FUNCTIONS: &[(&str, usize, NullArray)] = &[
+    ("concat", 0, NullArray::Null("text")),
+    ("concat_ws", 1, NullArray::Null("text")),
+    // text_format: a NULL array is no arguments.
+    ("format", 1, NullArray::NoArguments),
+    ("json_build_array", 0, NullArray::Null("json")),
+    ("json_build_object", 0, NullArray::Null("json")),
+    ("jsonb_build_array", 0, NullArray::Null("jsonb")),
+    ("jsonb_build_object", 0, NullArray::Null("jsonb")),
+    ("json_extract_path", 1, NullArray::Null("json")),
+    ("json_extract_path_text", 1, NullArray::Null("text")),
+    ("jsonb_extract_path", 1, NullArray::Null("jsonb")),
+    ("jsonb_extract_path_text", 1, NullArray::Null("text")),
 ];
 
-/// `f(..., VARIADIC ARRAY[e1, e2])` spread as `f(..., e1, e2)`, which is
-/// exactly the same call when the constructor is one-dimensional and its
-/// elements are literals of one kind (strings, numbers, booleans or NULL),
-/// so the array's element type is theirs. Other forms (an array column,
-/// NULL, a nested or empty constructor, mixed literals) are refused.
-fn variadic_elements(function: &str, place: usize, value: &ast::Expr) -> Result<Vec<ast::Expr>> {
+/// A variadic function's answer to `VARIADIC NULL::t[]`.
+#[derive(Clone, Copy)]
+enum NullArray {
+    /// The call is NULL of this type (extract_variadic_args' -1).
+    Null(&'static str),
+    NoArguments,
+}
+
+/// `f(..., VARIADIC array)` spread as `f(..., e1, e2)`, which is exactly
+/// the same call when the array is a constant PostgreSQL would build from
+/// the same elements: `ARRAY[...]` of literals of one kind (their type is
+/// the array's element type), `ARRAY[...]::t[]` (each element cast to t),
+/// `'{...}'::t[]` (each element's text read as t, as array_in does, every
+/// dimension flattened in order as extract_variadic_args does) or
+/// `NULL::t[]`. Other forms (an array column, a nested constructor, mixed
+/// literals) are refused.
+fn variadic_elements(function: &str, place: usize, value: &ast::Expr) -> Result<Spread> {
     let refuse = || SqlError::unsupported(format!("{function}(VARIADIC {})", truncate(&value.to_string())));
-    match VARIADIC_FUNCTIONS.iter().find(|(name, _)| *name == function) {
-        Some(&(_, fixed)) if fixed == place => {}
+    let null_array = match VARIADIC_FUNCTIONS.iter().find(|(name, _, _)| *name == function) {
+        Some(&(_, fixed, null_array)) if fixed == place => null_array,
         // PostgreSQL: no such function (the array is not where its
         // variadic parameter is), or not a variadic one.
         Some(_) => {
@@ -347,8 +369,88 @@ fn variadic_elements(function: &str, place: usize, value: &ast::Expr) -> Result<
             ));
         }
         None => return Err(refuse()),
+    };
+    let elements = match value {
+        ast::Expr::Array(ast::Array { elem, named: true }) => literal_elements(elem).ok_or_else(refuse)?,
+        ast::Expr::Cast { kind: ast::CastKind::DoubleColon | ast::CastKind::Cast, expr, data_type, format: None, .. } => {
+            let Some(element_type) = array_element_type(data_type) else { return Err(refuse()) };
+            match expr.as_ref() {
+                ast::Expr::Value(v) if matches!(v.value, ast::Value::Null) => {
+                    return Ok(match null_array {
+                        NullArray::Null(result_type) => Spread::Call(null_of(result_type)),
+                        NullArray::NoArguments => Spread::Args(Vec::new()),
+                    });
+                }
+                ast::Expr::Value(v) => match &v.value {
+                    ast::Value::SingleQuotedString(text) => flatten(crate::value::array::parse(text)?)
+                        .into_iter()
+                        .map(|e| cast_to(e.map_or(ast::Value::Null, ast::Value::SingleQuotedString), element_type))
+                        .collect(),
+                    _ => return Err(refuse()),
+                },
+                ast::Expr::Array(ast::Array { elem, named: true })
+                    if elem.iter().all(|e| !matches!(e, ast::Expr::Array(_))) =>
+                {
+                    elem.iter().map(|e| cast_expr(e.clone(), element_type)).collect()
+                }
+                _ => return Err(refuse()),
+            }
+        }
+        _ => return Err(refuse()),
+    };
+    if elements.is_empty() && function == "concat" {
+        // concat() has no zero-argument form; over no elements it is ''.
+        return Ok(Spread::Call(ast::Expr::value(ast::Value::SingleQuotedString(String::new()))));
     }
-    let ast::Expr::Array(ast::Array { elem, named: true }) = value else { return Err(refuse()) };
+    Ok(Spread::Args(elements))
+}
+
+/// What a VARIADIC argument makes of its call.
+enum Spread {
+    /// The call with these arguments in the array's place.
+    Args(Vec<ast::Expr>),
+    /// The call's value whatever its other arguments hold.
+    Call(ast::Expr),
+}
+
+fn null_of(type_name: &str) -> ast::Expr {
+    let data_type = ast::DataType::Custom(ObjectName::from(vec![ast::Ident::new(type_name)]), Vec::new());
+    cast_expr(ast::Expr::value(ast::Value::Null), &data_type)
+}
+
+/// `t` of `t[]` (or of `t[][]`: PostgreSQL ignores the number of
+/// brackets).
+fn array_element_type(data_type: &ast::DataType) -> Option<&ast::DataType> {
+    match data_type {
+        ast::DataType::Array(ast::ArrayElemTypeDef::SquareBracket(inner, _)) => {
+            Some(array_element_type(inner).unwrap_or(inner))
+        }
+        _ => None,
+    }
+}
+
+fn cast_expr(expr: ast::Expr, data_type: &ast::DataType) -> ast::Expr {
+    ast::Expr::Cast { kind: ast::CastKind::Cast, expr: Box::new(expr), data_type: data_type.clone(), array: false, format: None }
+}
+
+fn cast_to(value: ast::Value, data_type: &ast::DataType) -> ast::Expr {
+    cast_expr(ast::Expr::value(value), data_type)
+}
+
+/// Every element of an array's text form, in order, whatever its
+/// dimensions.
+fn flatten(level: crate::value::array::Level) -> Vec<Option<String>> {
+    match level {
+        crate::value::array::Level::Items(items) => items,
+        crate::value::array::Level::Lists(lists) => lists.into_iter().flat_map(flatten).collect(),
+    }
+}
+
+/// The elements of `ARRAY[...]` when they are literals of one kind
+/// (strings, numbers, booleans or NULL), so the array's element type is
+/// theirs; None otherwise (and for an empty constructor, which has no
+/// type).
+fn literal_elements(elem: &[ast::Expr]) -> Option<Vec<ast::Expr>> {
     let kind = |e: &ast::Expr| -> Option<u8> {
         match e {
             ast::Expr::Value(v) => match &v.value {
@@ -369,13 +471,10 @@ fn variadic_elements(function: &str, place: usize, value: &ast::Expr) -> Result<
         match kind(e) {
             Some(0) => {}
             Some(k) if seen == 0 || seen == k => seen = k,
-            _ => return Err(refuse()),
+            _ => return None,
         }
     }
-    if elem.is_empty() {
-        return Err(refuse());
-    }
-    Ok(elem.clone())
+    (!elem.is_empty()).then(|| elem.to_vec())
 }
 
 pub(super) fn function_name(name: &ObjectName) -> Result<String> {

@@ -770,6 +770,24 @@ pub fn regexp_substr(
 /// wrapped in a non-capturing group; `escape` None is the default
 /// backslash, "" no escape character.
 pub fn similar_to_escape(pattern: &str, escape: Option<&str>) -> Result<String> {
+    let parts = similar_parts(pattern, escape)?;
+    let mut out = String::with_capacity(pattern.len() * 3 + 23);
+    out.push_str("^(?:");
+    for (k, part) in parts.iter().enumerate() {
+        out.push_str(match k {
+            0 => "",
+            1 => "){1,1}?(",
+            _ => "){1,1}(?:",
+        });
+        out.push_str(part);
+    }
+    out.push_str(")$");
+    Ok(out)
+}
+
+/// A SQL regular expression translated to ARE syntax, cut at its
+/// escape-double-quote separators (one to three parts).
+fn similar_parts(pattern: &str, escape: Option<&str>) -> Result<Vec<String>> {
     let escape = match escape {
         None => Some('\\'),
         Some(e) => {
@@ -784,26 +802,22 @@ pub fn similar_to_escape(pattern: &str, escape: Option<&str>) -> Result<String> 
             }
         }
     };
-    let mut out = String::with_capacity(pattern.len() * 3 + 23);
-    out.push_str("^(?:");
-    let (mut after_escape, mut quotes) = (false, 0);
+    let mut parts = Vec::with_capacity(3);
+    let mut out = String::with_capacity(pattern.len() * 3);
+    let mut after_escape = false;
     // Square-bracket nesting, and the position inside a class: 1 right
     // after `[`, 2 after `[^`, 3 past the first element (where `]` ends it).
     let (mut bracket_depth, mut class_pos) = (0usize, 0usize);
     for c in pattern.chars() {
         if after_escape {
             if c == '"' && bracket_depth < 1 {
-                out.push_str(match quotes {
-                    0 => "){1,1}?(",
-                    1 => "){1,1}(?:",
-                    _ => {
-                        return Err(SqlError::new(
-                            "2200C",
-                            "SQL regular expression may not contain more than two escape-double-quote separators",
-                        ));
-                    }
-                });
-                quotes += 1;
+                if parts.len() == 2 {
+                    return Err(SqlError::new(
+                        "2200C",
+                        "SQL regular expression may not contain more than two escape-double-quote separators",
+                    ));
+                }
+                parts.push(std::mem::take(&mut out));
             } else {
                 out.push('\\');
                 out.push(c);
@@ -845,8 +859,53 @@ pub fn similar_to_escape(pattern: &str, escape: Option<&str>) -> Result<String> 
             }
         }
     }
-    out.push_str(")$");
-    Ok(out)
+    parts.push(out);
+    Ok(parts)
+}
+
+/// The longest string substring(s SIMILAR ...) searches: its answer is
+/// found by trying every split of `s` (quadratic), see
+/// similar_substring.
+const SIMILAR_SUBSTRING_CHARS_MAX: usize = 2_000;
+
+/// substring(s SIMILAR pattern ESCAPE escape): PostgreSQL matches
+/// `^(?:A){1,1}?(B){1,1}(?:C)$` (similar_to_escape) and answers B's span.
+/// The regex engine's dissection of that concatenation prefers the
+/// shortest A (its non-greedy bound), then the longest B; only the split
+/// points matter, since each part must match its whole span. The regex
+/// library here has Perl's preferences (a greedy `a*` in A would take
+/// what PostgreSQL gives to B), so the split is searched directly: the
+/// shortest prefix A matches whole, then the longest B after it that
+/// leaves C a whole match.
+fn similar_substring(s: &str, pattern: &str, escape: &str) -> Result<Option<String>> {
+    let parts = similar_parts(pattern, Some(escape))?;
+    let whole = |part: &str| compiled(&format!("^(?:{part})$"), false);
+    if parts.len() == 1 {
+        return Ok(whole(&parts[0])?.find(s, 0)?.map(|_| s.to_owned()));
+    }
+    if s.chars().count() > SIMILAR_SUBSTRING_CHARS_MAX {
+        return Err(SqlError::unsupported(format!(
+            "substring(... SIMILAR ...) of a string over {SIMILAR_SUBSTRING_CHARS_MAX} characters"
+        )));
+    }
+    let (a, b) = (whole(&parts[0])?, whole(&parts[1])?);
+    let c = parts.get(2).map(|p| whole(p)).transpose()?;
+    let ends: Vec<usize> = s.char_indices().map(|(k, _)| k).chain(std::iter::once(s.len())).collect();
+    for (n, &i) in ends.iter().enumerate() {
+        if a.find(&s[..i], 0)?.is_none() {
+            continue;
+        }
+        for &j in ends[n..].iter().rev() {
+            let rest_matches = match &c {
+                Some(c) => c.find(&s[j..], 0)?.is_some(),
+                None => j == s.len(),
+            };
+            if rest_matches && b.find(&s[i..j], 0)?.is_some() {
+                return Ok(Some(s[i..j].to_owned()));
+            }
+        }
+    }
+    Ok(None)
 }
 
 fn eval_similar_to_escape(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
@@ -935,6 +994,12 @@ fn eval_match(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
 /// substring(s FROM pattern): the first group's match, or the whole match.
 pub(super) fn eval_substring(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
     Ok(substring(text(vals, 0), text(vals, 1))?.map_or(Value::Null, Value::Text))
+}
+
+/// substring(s SIMILAR pattern ESCAPE escape), substring(s, pattern,
+/// escape).
+pub(super) fn eval_similar_substring(vals: &[Value], _: &mut EvalCtx<'_>) -> Result<Value> {
+    Ok(similar_substring(text(vals, 0), text(vals, 1), text(vals, 2))?.map_or(Value::Null, Value::Text))
 }
 
 /// regexp_split_to_array(s, pattern [, flags]): text[].

@@ -217,7 +217,7 @@ fn resolve_substr(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: Call<'
         // literal prefers the string category); with a third text
         // argument, SQL's SIMILAR TO form.
         if call.len() == 3 && string_like(&call.args[2].1) {
-            return Err(SqlError::unsupported("substring(string FROM pattern FOR escape)"));
+            return text_fn(def, b, call, super::regex::eval_similar_substring, (3, 3), &[Text, Text, Text], Text);
         }
         if call.len() != 3 {
             return text_fn(def, b, call, super::regex::eval_substring, (2, 2), &[Text, Text], Text);
