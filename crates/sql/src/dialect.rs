@@ -1091,8 +1091,8 @@ mod tests {
                 // So are CREATE TABLE AS's column-name list and WITH [NO] DATA.
                 let create_as = upper.starts_with("CREATE") && upper.contains(" AS ");
                 // And RESET TIME ZONE, SET CONSTRAINTS, interval(p)
-                // 'literal' (sqlparser drops the precision) and a
-                // VARIADIC argument.
+                // 'literal' (sqlparser drops the precision), a VARIADIC
+                // argument and SUBSTRING(s SIMILAR p ESCAPE e).
                 // And the role statements sqlparser reads as other dialects'
                 // (CREATE/ALTER USER) or not at all (role membership).
                 let role_form = upper.starts_with("CREATE USER")
@@ -1110,6 +1110,7 @@ mod tests {
                     || upper.starts_with("SET CONSTRAINTS")
                     || upper.contains("INTERVAL(")
                     || upper.contains("VARIADIC ")
+                    || (upper.contains("SUBSTRING") && upper.contains(" SIMILAR "))
                     || upper.contains(" ATTACH PARTITION ")
                     || upper.contains(" DETACH PARTITION ")
                     || (upper.contains("(LIKE ") && upper.contains("CLUDING "));

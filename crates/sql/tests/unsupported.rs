@@ -42,10 +42,11 @@ fn refused_constructs_name_themselves() {
         ("SELECT ARRAY[1] < ALL (SELECT a FROM arr)", "multidimensional"),
         ("CREATE SEQUENCE o OWNED BY t.id", "OWNED BY"),
         ("CREATE TEMPORARY SEQUENCE tmp", "TEMPORARY SEQUENCE"),
-        // VARIADIC spreads only a one-dimensional constructor of literals
-        // of one kind (PostgreSQL: '1234'; NULL; a typed array's elements).
+        // VARIADIC spreads a constant array (an ARRAY[] of literals of one
+        // kind, a cast ARRAY[], a typed literal, NULL), not a nested
+        // constructor (PostgreSQL: '1234') or mixed literals.
         ("SELECT concat(VARIADIC ARRAY[ARRAY[1, 2], ARRAY[3, 4]])", "concat(VARIADIC"),
-        ("SELECT concat(VARIADIC NULL::text[])", "concat(VARIADIC"),
+        ("SELECT concat(VARIADIC ARRAY[1, 2] || ARRAY[3])", "concat(VARIADIC"),
         ("SELECT concat(VARIADIC ARRAY[1, 'a'])", "concat(VARIADIC"),
         (
             "WITH RECURSIVE r (n) AS (SELECT 1 UNION ALL (SELECT n + 1 FROM r WHERE n < 3 UNION SELECT 7)) SELECT * FROM r",

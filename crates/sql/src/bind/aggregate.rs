@@ -69,12 +69,24 @@ impl Binder<'_> {
                 let bound = self.expr(x, scope, ctx).and_then(|bx| Ok((bx, self.expr(delimiter, scope, ctx)?)));
                 ctx.in_agg = false;
                 let ((x, xt), (d, dt)) = bound?;
-                let x =
-                    self.text_arg(x, xt, name).map_err(|_| SqlError::undefined_function(&format!("{name}(...)")))?;
-                let d =
-                    self.text_arg(d, dt, name).map_err(|_| SqlError::undefined_function(&format!("{name}(...)")))?;
-                // Each row carries its value and delimiter as a two-element array.
-                (Some(Expr::Func(Func::Sys(SysFunc::MakeArray(Elem::Text)), vec![x, d])), DataType::Text)
+                if xt == Some(DataType::Bytea) {
+                    // string_agg(bytea, bytea): the pair as values, not text.
+                    let d = match dt {
+                        None => self.coerce(d, None, DataType::Bytea, name)?,
+                        Some(DataType::Bytea) => d,
+                        Some(_) => return Err(SqlError::undefined_function(&format!("{name}(...)"))),
+                    };
+                    (Some(Expr::Func(Func::Builtin(crate::exec::REGR_PAIR), vec![x, d])), DataType::Bytea)
+                } else {
+                    let x = self
+                        .text_arg(x, xt, name)
+                        .map_err(|_| SqlError::undefined_function(&format!("{name}(...)")))?;
+                    let d = self
+                        .text_arg(d, dt, name)
+                        .map_err(|_| SqlError::undefined_function(&format!("{name}(...)")))?;
+                    // Each row carries its value and delimiter as a two-element array.
+                    (Some(Expr::Func(Func::Sys(SysFunc::MakeArray(Elem::Text)), vec![x, d])), DataType::Text)
+                }
             }
             (AggFunc::StringAgg, _) => return Err(SqlError::undefined_function(&format!("{name}(...)"))),
             (AggFunc::Regr(kind), [y, x]) => {
@@ -266,6 +278,7 @@ fn outer_level(call: &AggCall) -> bool {
 /// it has none, 0A000 where pgtier's answer would differ.
 fn agg_result_type(func: AggFunc, name: &str, t: DataType) -> Result<DataType> {
     Ok(match func {
+        AggFunc::StringAgg if t == DataType::Bytea => DataType::Bytea,
         AggFunc::StringAgg => DataType::Text,
         AggFunc::OrderedSet { .. } | AggFunc::Regr(_) => t,
         AggFunc::Json(JsonAgg::Agg { jsonb }) | AggFunc::Json(JsonAgg::ObjectAgg { jsonb }) => {

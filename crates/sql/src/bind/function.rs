@@ -372,12 +372,18 @@ fn variadic_elements(function: &str, place: usize, value: &ast::Expr) -> Result<
     };
     let elements = match value {
         ast::Expr::Array(ast::Array { elem, named: true }) => literal_elements(elem).ok_or_else(refuse)?,
-        ast::Expr::Cast { kind: ast::CastKind::DoubleColon | ast::CastKind::Cast, expr, data_type, format: None, .. } => {
+        ast::Expr::Cast {
+            kind: ast::CastKind::DoubleColon | ast::CastKind::Cast,
+            expr,
+            data_type,
+            format: None,
+            ..
+        } => {
             let Some(element_type) = array_element_type(data_type) else { return Err(refuse()) };
             match expr.as_ref() {
                 ast::Expr::Value(v) if matches!(v.value, ast::Value::Null) => {
                     return Ok(match null_array {
-                        NullArray::Null(result_type) => Spread::Call(null_of(result_type)),
+                        NullArray::Null(result_type) => Spread::Call(Box::new(null_of(result_type))),
                         NullArray::NoArguments => Spread::Args(Vec::new()),
                     });
                 }
@@ -400,7 +406,7 @@ fn variadic_elements(function: &str, place: usize, value: &ast::Expr) -> Result<
     };
     if elements.is_empty() && function == "concat" {
         // concat() has no zero-argument form; over no elements it is ''.
-        return Ok(Spread::Call(ast::Expr::value(ast::Value::SingleQuotedString(String::new()))));
+        return Ok(Spread::Call(Box::new(ast::Expr::value(ast::Value::SingleQuotedString(String::new())))));
     }
     Ok(Spread::Args(elements))
 }
@@ -410,7 +416,7 @@ enum Spread {
     /// The call with these arguments in the array's place.
     Args(Vec<ast::Expr>),
     /// The call's value whatever its other arguments hold.
-    Call(ast::Expr),
+    Call(Box<ast::Expr>),
 }
 
 fn null_of(type_name: &str) -> ast::Expr {
@@ -430,7 +436,13 @@ fn array_element_type(data_type: &ast::DataType) -> Option<&ast::DataType> {
 }
 
 fn cast_expr(expr: ast::Expr, data_type: &ast::DataType) -> ast::Expr {
-    ast::Expr::Cast { kind: ast::CastKind::Cast, expr: Box::new(expr), data_type: data_type.clone(), array: false, format: None }
+    ast::Expr::Cast {
+        kind: ast::CastKind::Cast,
+        expr: Box::new(expr),
+        data_type: data_type.clone(),
+        array: false,
+        format: None,
+    }
 }
 
 fn cast_to(value: ast::Value, data_type: &ast::DataType) -> ast::Expr {

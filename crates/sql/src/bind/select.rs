@@ -633,8 +633,7 @@ pub(super) fn expand_array_items(s: &ast::Select) -> Result<Option<ast::Select>>
     let is_call = |e: &ast::Expr| match e {
         ast::Expr::Function(f) => {
             plain_call(f)
-                && function_name(&f.name)
-                    .is_ok_and(|n| n == super::function::EXPAND_ARRAY || (moved_with_from(&n) && !s.from.is_empty()))
+                && function_name(&f.name).is_ok_and(|n| n == super::function::EXPAND_ARRAY || moved_with_from(&n))
         }
         _ => false,
     };
@@ -650,8 +649,18 @@ pub(super) fn expand_array_items(s: &ast::Select) -> Result<Option<ast::Select>>
             _ => None,
         }
     };
+    let nested_call = |e: &ast::Expr| -> Result<Option<(ast::Expr, ast::Expr)>> {
+        let mut copy = e.clone();
+        Ok(take_nested_call(&mut copy, &is_call)?.map(|call| (call, copy)))
+    };
+    let mut any = false;
+    for item in &s.projection {
+        if let ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } = item {
+            any |= call_of(e).is_some() || nested_call(e)?.is_some();
+        }
+    }
     // Most SELECTs have no such call: they are not copied.
-    if !s.projection.iter().any(|item| matches!(item, ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } if call_of(e).is_some())) {
+    if !any {
         return Ok(None);
     }
     // `*` would take the moved call's FROM item for a column of its own.
@@ -666,7 +675,20 @@ pub(super) fn expand_array_items(s: &ast::Select) -> Result<Option<ast::Select>>
             ast::SelectItem::ExprWithAlias { expr, alias } => (expr.clone(), Some(alias.clone())),
             _ => continue,
         };
-        let Some((found, field)) = call_of(&expr) else { continue };
+        let Some((found, field)) = call_of(&expr) else {
+            // `abs(unnest(a))`: the outer expression over each of the
+            // function's rows, named as it would be.
+            let Some((found, replaced)) = nested_call(&expr)? else { continue };
+            if call.as_ref().is_some_and(|c| *c != found) {
+                return Err(SqlError::unsupported("several different set-returning functions in the select list"));
+            }
+            call = Some(found);
+            *item = match alias {
+                None => ast::SelectItem::UnnamedExpr(replaced),
+                Some(alias) => ast::SelectItem::ExprWithAlias { expr: replaced, alias },
+            };
+            continue;
+        };
         if call.as_ref().is_some_and(|c| *c != found) {
             return Err(SqlError::unsupported("several different set-returning functions in the select list"));
         }
@@ -694,6 +716,85 @@ pub(super) fn expand_array_items(s: &ast::Select) -> Result<Option<ast::Select>>
     };
     out.from.push(function_item(&f.name, &list.args, &ast::Ident::new(EXPAND_ITEM)));
     Ok(Some(out))
+}
+
+/// Replaces the first set-returning call (`is_call`) found inside `e`'s
+/// operands and the arguments of its scalar function calls by the FROM
+/// item it moves to, and answers it. Only those places are searched; one
+/// inside CASE, COALESCE or an aggregate is PostgreSQL's 0A000.
+fn take_nested_call(e: &mut ast::Expr, is_call: &dyn Fn(&ast::Expr) -> bool) -> Result<Option<ast::Expr>> {
+    let placement = |place: &str| {
+        SqlError::new("0A000", format!("set-returning functions are not allowed in {place}"))
+            .with_hint("You might be able to move the set-returning function into a LATERAL FROM item.")
+    };
+    let contained = contains_call(e, is_call);
+    match e {
+        ast::Expr::Case { .. } if contained => return Err(placement("CASE")),
+        ast::Expr::Function(f) if contained => match function_name(&f.name).as_deref() {
+            Ok("coalesce") => return Err(placement("COALESCE")),
+            Ok(n) if super::aggregate::aggregate_named(n, false).is_some() => {
+                return Err(SqlError::new(
+                    "0A000",
+                    "aggregate function calls cannot contain set-returning function calls",
+                )
+                .with_hint("You might be able to move the set-returning function into a LATERAL FROM item."));
+            }
+            _ => {}
+        },
+        _ => {}
+    }
+    let operands: Vec<&mut ast::Expr> = match e {
+        ast::Expr::BinaryOp { left, right, .. } => vec![left.as_mut(), right.as_mut()],
+        ast::Expr::UnaryOp { expr, .. } | ast::Expr::Nested(expr) | ast::Expr::Cast { expr, .. } => vec![expr.as_mut()],
+        ast::Expr::Function(f)
+            if plain_call(f) && function_name(&f.name).is_ok_and(|n| crate::expr::registry::lookup(&n).is_some()) =>
+        {
+            match &mut f.args {
+                ast::FunctionArguments::List(list) => list
+                    .args
+                    .iter_mut()
+                    .filter_map(|a| match a {
+                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(arg)) => Some(arg),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            }
+        }
+        _ => Vec::new(),
+    };
+    for operand in operands {
+        if is_call(operand) {
+            return Ok(Some(std::mem::replace(operand, ast::Expr::Identifier(ast::Ident::new(EXPAND_ITEM)))));
+        }
+        if let Some(call) = take_nested_call(operand, is_call)? {
+            return Ok(Some(call));
+        }
+    }
+    Ok(None)
+}
+
+/// Whether a set-returning call (`is_call`) is among `e`'s operands,
+/// function arguments or CASE parts, at any depth.
+fn contains_call(e: &ast::Expr, is_call: &dyn Fn(&ast::Expr) -> bool) -> bool {
+    let inside = |x: &ast::Expr| is_call(x) || contains_call(x, is_call);
+    match e {
+        ast::Expr::BinaryOp { left, right, .. } => inside(left) || inside(right),
+        ast::Expr::UnaryOp { expr, .. } | ast::Expr::Nested(expr) | ast::Expr::Cast { expr, .. } => inside(expr),
+        ast::Expr::Function(f) => match &f.args {
+            ast::FunctionArguments::List(list) => list
+                .args
+                .iter()
+                .any(|a| matches!(a, ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(x)) if inside(x))),
+            _ => false,
+        },
+        ast::Expr::Case { operand, conditions, else_result, .. } => {
+            operand.as_deref().is_some_and(inside)
+                || conditions.iter().any(|w| inside(&w.condition) || inside(&w.result))
+                || else_result.as_deref().is_some_and(inside)
+        }
+        _ => false,
+    }
 }
 
 /// The FETCH FIRST forms PostgreSQL refuses (its grammar's and

@@ -573,6 +573,12 @@ fn finish_collect(call: &AggCall, mut items: Vec<Value>) -> Result<Value> {
         // items are (value, delimiter) pairs, ordered by the value.
         if matches!(call.func, AggFunc::ArrayAgg | AggFunc::Json(_)) {
             items.sort_by(value::sort_cmp);
+        } else if call.ty == pgtier_engine::DataType::Bytea {
+            let first = |pair: &Value| match pair {
+                Value::Array(pair) => pair.first().cloned().unwrap_or(Value::Null),
+                _ => Value::Null,
+            };
+            items.sort_by(|a, b| value::sort_cmp(&first(a), &first(b)));
         } else {
             let first = |pair: &Value| {
                 types::parse_array(pair.as_str().unwrap_or("{}"), Elem::Text)
@@ -595,6 +601,9 @@ fn finish_collect(call: &AggCall, mut items: Vec<Value>) -> Result<Value> {
         let elem = Elem::of(call.ty).ok_or_else(|| SqlError::new("XX000", "array_agg without an array type"))?;
         return Ok(Value::Text(types::array_text(elem, &items)));
     }
+    if call.ty == pgtier_engine::DataType::Bytea {
+        return Ok(bytea_agg(items));
+    }
     let mut out: Option<String> = None;
     for pair in items {
         let parts = types::parse_array(pair.as_str().unwrap_or("{}"), Elem::Text)?;
@@ -610,6 +619,26 @@ fn finish_collect(call: &AggCall, mut items: Vec<Value>) -> Result<Value> {
         }
     }
     Ok(out.map_or(Value::Null, Value::Text))
+}
+
+/// string_agg(bytea, bytea) over (value, delimiter) pairs: NULL values
+/// skipped, a NULL delimiter as empty, NULL without a value.
+fn bytea_agg(items: Vec<Value>) -> Value {
+    let mut out: Option<Vec<u8>> = None;
+    for pair in items {
+        let Value::Array(pair) = pair else { continue };
+        let (Some(Value::Bytea(v)), d) = (pair.first(), pair.get(1)) else { continue };
+        match &mut out {
+            None => out = Some(v.clone()),
+            Some(bytes) => {
+                if let Some(Value::Bytea(d)) = d {
+                    bytes.extend_from_slice(d);
+                }
+                bytes.extend_from_slice(v);
+            }
+        }
+    }
+    out.map_or(Value::Null, Value::Bytea)
 }
 
 /// The hypothetical-set aggregates: where a row of the direct arguments
