@@ -653,12 +653,24 @@ pub struct PartitionRoute {
     pub partitions: Vec<(Option<Expr>, RouteTarget)>,
 }
 
+impl PartitionRoute {
+    /// Whether a partition it may route to has INSERT row triggers.
+    pub fn has_triggers(&self) -> bool {
+        self.partitions.iter().any(|(_, t)| match t {
+            RouteTarget::Leaf(_, _, _, triggers) => !triggers.is_empty(),
+            RouteTarget::Node(inner) => inner.has_triggers(),
+        })
+    }
+}
+
 #[derive(Clone, Debug)]
 pub enum RouteTarget {
-    /// A partition that holds rows, with its CHECK constraints and, when
-    /// its columns are in another order than the routed row's, the
-    /// routed row's position of each of its columns.
-    Leaf(Arc<TableSchema>, Vec<BoundCheck>, Option<Vec<usize>>),
+    /// A partition that holds rows, with its CHECK constraints (and its
+    /// partition constraint when a BEFORE trigger may change the row),
+    /// when its columns are in another order than the routed row's, the
+    /// routed row's position of each of its columns, and its INSERT
+    /// row triggers.
+    Leaf(Arc<TableSchema>, Vec<BoundCheck>, Option<Vec<usize>>, TableTriggers),
     /// A partitioned partition: routed again by its own key.
     Node(Box<PartitionRoute>),
 }
@@ -888,12 +900,12 @@ pub enum Plan {
         guard_bound: Option<Expr>,
         default_name: String,
     },
-    /// ALTER TABLE parent ATTACH PARTITION: `table`'s rows must hold its
-    /// partition constraint (`check`, over its row), then as
+    /// ALTER TABLE parent ATTACH PARTITION: the rows of each table of
+    /// `checks` (the attached table, or a partitioned one's partitions)
+    /// must hold its partition constraint (over its row), then as
     /// CreatePartition without the CREATE.
     AttachPartition {
-        table: Arc<TableSchema>,
-        check: Expr,
+        checks: Vec<(Arc<TableSchema>, Expr)>,
         parent: String,
         partition: crate::catalog::partitions::Partition,
         guard: Vec<Arc<TableSchema>>,
@@ -1368,6 +1380,18 @@ pub struct TableTriggers {
 impl TableTriggers {
     pub fn is_empty(&self) -> bool {
         self.before.is_empty() && self.after.is_empty()
+    }
+
+    /// Whether write `plan` fires row triggers: its table's, a routed
+    /// row's partition's, or a partitioned table's partitions'.
+    pub fn fired_by(plan: &Plan) -> bool {
+        match plan {
+            Plan::Insert(i) => !i.triggers.is_empty() || i.route.as_ref().is_some_and(|r| r.has_triggers()),
+            Plan::Update(u) => !u.triggers.is_empty(),
+            Plan::Delete(d) => !d.triggers.is_empty(),
+            Plan::Partitioned(plans) => plans.iter().any(TableTriggers::fired_by),
+            _ => false,
+        }
     }
 }
 

@@ -81,6 +81,10 @@ impl Work {
         let mut def = TableDef::new(old.name.clone(), columns, &[]);
         def.primary_key = primary_key;
         def.checks = old.checks.clone();
+        // A partitioned table's key and partitions.
+        if crate::catalog::partitions::is_partitioned(old) {
+            def.annotation.clone_from(&old.annotation);
+        }
         let fks = catalog.foreign_keys_of(old.id);
         let mut indexes = Vec::new();
         let mut pkey_name = None;
@@ -168,6 +172,9 @@ impl Binder<'_> {
             return Ok(Plan::AlterTable(Box::new(AlterPlan::skipped(notice))));
         }
         let table = self.table(&a.name)?;
+        if crate::catalog::partitions::is_partitioned(&table) {
+            return self.alter_partitioned(&table, &a.operations);
+        }
         super::partition::refuse_partitioned(self.catalog, &table, "ALTER TABLE")?;
         if let [ast::AlterTableOperation::OwnerTo { new_owner }] = a.operations.as_slice() {
             return self.alter_owner(&table, new_owner);
@@ -203,6 +210,85 @@ impl Binder<'_> {
             self.alter_op(&mut w, op)?;
         }
         self.finish_alter(w, "ALTER TABLE")
+    }
+
+    /// ALTER TABLE of a partitioned table: the subcommands that recurse
+    /// to every partition as PostgreSQL's do (ADD / DROP COLUMN, ADD CHECK,
+    /// DROP CONSTRAINT), each partition altered first, then the table.
+    fn alter_partitioned(&mut self, table: &Arc<TableSchema>, ops: &[ast::AlterTableOperation]) -> Result<Plan> {
+        use ast::AlterTableOperation as Op;
+        let mut tables = vec![Arc::clone(table)];
+        let mut k = 0;
+        while let Some(t) = tables.get(k).cloned() {
+            if let Some(spec) = crate::catalog::partitions::PartitionSpec::decode(&t) {
+                for op in ops {
+                    if let Op::DropColumn { column_names, .. } = op {
+                        refuse_key_drop(&t, &spec, column_names)?;
+                    }
+                }
+                tables.extend(spec.partitions.iter().filter_map(|p| self.catalog.table_by_name(&p.name).cloned()));
+            }
+            k += 1;
+        }
+        let plain = |c: &ast::ColumnDef| {
+            c.options.iter().all(|o| {
+                matches!(o.option, ast::ColumnOption::Null | ast::ColumnOption::NotNull | ast::ColumnOption::Default(_))
+            })
+        };
+        let recurses = |op: &Op| match op {
+            Op::AddColumn { if_not_exists: false, column_def, column_position: None, .. } => plain(column_def),
+            Op::DropColumn { if_exists: false, drop_behavior: None, .. } => true,
+            Op::AddConstraint { constraint: ast::TableConstraint::Check(_), not_valid: false } => true,
+            Op::DropConstraint { if_exists: false, drop_behavior: None, .. } => true,
+            _ => false,
+        };
+        // A partition's columns and inherited constraints are its parent's.
+        let partition = crate::catalog::partitions::parent_of(self.catalog, &table.name).is_some();
+        let own = |op: &Op| matches!(op, Op::AddConstraint { constraint: ast::TableConstraint::Check(_), .. });
+        if partition && !ops.iter().all(own) {
+            return Err(SqlError::unsupported("this ALTER TABLE of a partition"));
+        }
+        if !ops.iter().all(recurses) {
+            return Err(SqlError::unsupported("this ALTER TABLE of a partitioned table"));
+        }
+        let mut plans: Vec<AlterPlan> = Vec::new();
+        let mut ops = ops.to_vec();
+        for (n, t) in tables.iter().enumerate() {
+            self.need_owner(t);
+            if !self.deps.iter().any(|d| Arc::ptr_eq(d, t)) {
+                self.deps.push(Arc::clone(t));
+            }
+            let mut w = self.work(t)?;
+            for op in &ops {
+                if let Op::DropConstraint { name, .. } = op
+                    && n > 0
+                    && !w.def.checks.iter().any(|c| c.name == ident(name))
+                {
+                    return Err(SqlError::unsupported(
+                        "DROP CONSTRAINT of a partitioned table's constraint a partition lacks",
+                    ));
+                }
+                self.alter_op(&mut w, op)?;
+            }
+            let Plan::AlterTable(p) = self.finish_alter(w, "ALTER TABLE")? else {
+                return Err(SqlError::new("XX000", "ALTER TABLE without its plan"));
+            };
+            if n == 0 {
+                // The partitions' constraints take the partitioned table's names.
+                let mut added = p.alter.def.checks.iter().filter(|c| !t.checks.iter().any(|o| o.name == c.name));
+                for op in &mut ops {
+                    if let Op::AddConstraint { constraint: ast::TableConstraint::Check(c), .. } = op
+                        && c.name.is_none()
+                    {
+                        c.name = added.next().map(|a| ast::Ident::with_quote('"', a.name.clone()));
+                    }
+                }
+            }
+            plans.push(*p);
+        }
+        let mut top = plans.remove(0);
+        top.before.extend(plans);
+        Ok(Plan::AlterTable(Box::new(top)))
     }
 
     /// ALTER INDEX name RENAME TO new: the index's table altered with the
@@ -251,7 +337,7 @@ impl Binder<'_> {
                 table.name, view.name
             )));
         }
-        if table.annotation.is_some() {
+        if table.annotation.is_some() && !crate::catalog::partitions::is_partitioned(table) {
             return Err(SqlError::new(
                 "55000",
                 format!("cannot alter table \"{}\": it belongs to a cache group, whose definition mirrors the PostgreSQL table", table.name),
@@ -924,5 +1010,33 @@ fn rename_column_to(w: &mut Work, old_column_name: &ast::Ident, new_column_name:
         ));
     }
     rename_column(w, i, &new);
+    Ok(())
+}
+
+/// DROP COLUMN of a column partitioned table `t`'s key uses: PostgreSQL's
+/// 42P16 for a key column, 0A000 when a key expression's text names it
+/// (pgtier keeps the expression as text, not its columns).
+fn refuse_key_drop(
+    t: &TableSchema,
+    spec: &crate::catalog::partitions::PartitionSpec,
+    columns: &[ast::Ident],
+) -> Result<()> {
+    for c in columns.iter().map(ident) {
+        if spec.key.contains(&c) {
+            return Err(SqlError::new(
+                "42P16",
+                format!(
+                    "cannot drop column \"{c}\" because it is part of the partition key of relation \"{}\"",
+                    crate::names::short(&t.name)
+                ),
+            ));
+        }
+        let named = |k: &String| {
+            crate::catalog::partitions::key_expr(k).is_some_and(|(_, sql)| sql.to_lowercase().contains(&c))
+        };
+        if spec.key.iter().any(named) {
+            return Err(SqlError::unsupported("DROP COLUMN of a column a partition key expression may use"));
+        }
+    }
     Ok(())
 }

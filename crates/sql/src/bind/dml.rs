@@ -85,7 +85,7 @@ impl Binder<'_> {
             (self.table_checks(&table)?, None)
         };
         let triggers = self.table_triggers(&table, super::plpgsql::Event::Insert, &[])?;
-        if on_conflict.is_some() && !triggers.is_empty() {
+        if on_conflict.is_some() && (!triggers.is_empty() || route.as_ref().is_some_and(|r| r.has_triggers())) {
             return Err(SqlError::unsupported("INSERT ... ON CONFLICT on a table with triggers"));
         }
         Ok(Plan::Insert(InsertPlan {

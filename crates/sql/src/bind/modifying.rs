@@ -146,13 +146,7 @@ impl Binder<'_> {
         self.ctes.extend(later);
         let touched = std::mem::replace(&mut self.touched, others);
         let plan = plan?;
-        let fires = match &plan {
-            Plan::Insert(i) => !i.triggers.is_empty(),
-            Plan::Update(u) => !u.triggers.is_empty(),
-            Plan::Delete(d) => !d.triggers.is_empty(),
-            _ => false,
-        };
-        if fires {
+        if crate::plan::TableTriggers::fired_by(&plan) {
             return Err(SqlError::unsupported("a data-modifying WITH query on a table with triggers"));
         }
         let (columns, returning) = match &plan {

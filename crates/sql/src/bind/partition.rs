@@ -386,45 +386,50 @@ impl Binder<'_> {
             }
             return Ok(Plan::DetachPartition { parent: parent.name.clone(), name: table.name.clone() });
         }
-        if table.sequence.is_some() || crate::catalog::is_view(&table) || is_partitioned(&table) {
+        if table.sequence.is_some() || crate::catalog::is_view(&table) {
             return Err(SqlError::unsupported("ATTACH PARTITION of anything but a table"));
         }
         if parent_of(self.catalog, &table.name).is_some() {
             return Err(SqlError::new(
-                "42P17",
+                "42809",
                 format!("\"{}\" is already a partition", crate::names::short(&table.name)),
             ));
         }
-        // Routing does not fire a partition's triggers.
-        if !crate::catalog::triggers::triggers_of(self.catalog, &table.name).is_empty() {
-            return Err(SqlError::unsupported("ATTACH PARTITION of a table with triggers"));
+        let mut root = Arc::clone(&parent);
+        while let Some((up, _, _)) = parent_of(self.catalog, &root.name) {
+            root = up;
+        }
+        if root.name == table.name {
+            return Err(SqlError::new("42P07", "circular inheritance not allowed").with_detail(format!(
+                "\"{}\" is already a child of \"{}\".",
+                crate::names::short(&parent.name),
+                crate::names::short(&table.name)
+            )));
         }
         self.same_shape(&parent, &table)?;
         let for_values = c.for_values.as_ref().ok_or_else(|| SqlError::syntax("ATTACH PARTITION needs FOR VALUES"))?;
         let bound = self.partition_bound(for_values, &spec, &parent, &table.name)?;
         spec.check_new(&table.name, &bound)?;
-        // The check reads the attached table's rows, the guard the default partition's.
-        let key = self.key_exprs(&spec, &table, 0)?;
+        // The checks read the attached table's rows (a partitioned one's
+        // partitions', each over its own row), the guard the default partition's.
         let mut with = spec.clone();
         with.partitions.push(Partition { name: table.name.clone(), bound: bound.clone() });
-        let own = partition_pred(&with, &key, with.partitions.len() - 1);
-        let check = match self.partition_constraint(&parent, &table)? {
-            Some(up) => Expr::And(vec![up, own]),
-            None => own,
-        };
+        let holding = if is_partitioned(&table) { leaves(self.catalog, &table) } else { vec![Arc::clone(&table)] };
+        let mut checks = Vec::with_capacity(holding.len());
+        for t in holding {
+            let key = self.key_exprs(&spec, &t, 0)?;
+            let own = partition_pred(&with, &key, with.partitions.len() - 1);
+            let check = match self.partition_constraint(&parent, &t)? {
+                Some(up) => Expr::And(vec![up, own]),
+                None => own,
+            };
+            checks.push((t, check));
+        }
         let (guard, default_name) = self.default_guard(&spec, &bound);
         refuse_reordered(&parent, &guard)?;
         let guard_bound = bound_pred(&self.key_exprs(&spec, &parent, 0)?, &bound);
         let partition = Partition { name: table.name.clone(), bound };
-        Ok(Plan::AttachPartition {
-            table,
-            check,
-            parent: parent.name.clone(),
-            partition,
-            guard,
-            guard_bound,
-            default_name,
-        })
+        Ok(Plan::AttachPartition { checks, parent: parent.name.clone(), partition, guard, guard_bound, default_name })
     }
 
     /// A table to attach has the partitioned table's columns in its order
@@ -650,7 +655,15 @@ impl Binder<'_> {
             let target = if is_partitioned(&child) {
                 RouteTarget::Node(Box::new(self.route_over(&child, shape)?))
             } else {
-                let checks = self.own_checks(&child)?;
+                let mut checks = self.own_checks(&child)?;
+                let triggers = self.table_triggers(&child, super::plpgsql::Event::Insert, &[])?;
+                // A BEFORE trigger may change the row: PostgreSQL then
+                // checks the partition's constraint again (ExecInsert).
+                if !triggers.before.is_empty()
+                    && let Some(expr) = self.partition_constraint(&child, &child)?
+                {
+                    checks.push(BoundCheck { name: PARTITION_CHECK.to_owned(), expr });
+                }
                 let map: Vec<usize> = child
                     .columns
                     .iter()
@@ -658,7 +671,7 @@ impl Binder<'_> {
                     .collect::<Option<_>>()
                     .ok_or_else(|| SqlError::new("XX000", "a partition's column is not its parent's"))?;
                 let reordered = map.len() != shape.columns.len() || map.iter().enumerate().any(|(i, &p)| i != p);
-                RouteTarget::Leaf(child, checks, reordered.then_some(map))
+                RouteTarget::Leaf(child, checks, reordered.then_some(map), triggers)
             };
             match bound_pred(&key, &p.bound) {
                 Some(cond) => partitions.push((Some(cond), target)),
@@ -832,6 +845,18 @@ impl Binder<'_> {
         }
         self.partition_fanout = false;
         r?;
+        // PostgreSQL fires the AFTER row triggers once every partition is
+        // written; partition by partition would fire some before others' rows.
+        let after = |p: &Plan| match p {
+            Plan::Update(u) => !u.triggers.after.is_empty(),
+            Plan::Delete(d) => !d.triggers.after.is_empty(),
+            _ => false,
+        };
+        if plans.len() > 1 && plans.iter().any(after) {
+            return Err(SqlError::unsupported(
+                "UPDATE or DELETE of a partitioned table with a partition that has AFTER row triggers",
+            ));
+        }
         // Privileges are the partitioned table's (PostgreSQL checks no partition's).
         let mut kept: Vec<super::Perm> = Vec::new();
         for mut p in self.perms.split_off(perms_before) {

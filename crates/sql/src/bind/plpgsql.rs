@@ -894,10 +894,8 @@ impl Binder<'_> {
             // The session's end drops its temporary tables without their triggers.
             return Err(SqlError::unsupported("triggers on temporary tables"));
         }
-        if crate::catalog::partitions::is_partitioned(&table)
-            || crate::catalog::partitions::parent_of(self.catalog, &table.name).is_some()
-        {
-            return Err(SqlError::unsupported("triggers on partitioned tables and partitions"));
+        if crate::catalog::partitions::is_partitioned(&table) {
+            return Err(SqlError::unsupported("triggers on partitioned tables"));
         }
         let (mut insert, mut update, mut delete) = (false, false, false);
         let mut update_of = Vec::new();

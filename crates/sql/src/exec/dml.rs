@@ -14,12 +14,13 @@ use crate::error::{Result, SqlError};
 use crate::expr::{Env, Expr, NoSubqueries};
 use crate::plan::{
     Access, BoundCheck, ColumnMask, ConflictAction, DeletePlan, InsertPlan, InsertSource, Level, PartitionRoute,
-    RouteTarget, UpdatePlan,
+    RouteTarget, TableTriggers, UpdatePlan,
 };
 use crate::value;
 
-/// A routed row's partition, its checks, and where its columns are in the routed row.
-type RoutedTo<'p> = (&'p Arc<TableSchema>, &'p [BoundCheck], Option<&'p [usize]>);
+/// A routed row's partition, its checks, where its columns are in the
+/// routed row, and its row triggers.
+type RoutedTo<'p> = (&'p Arc<TableSchema>, &'p [BoundCheck], Option<&'p [usize]>, Option<&'p TableTriggers>);
 
 impl Exec<'_> {
     /// Rows of a DML target matching its WHERE (full rows).
@@ -138,12 +139,21 @@ impl Exec<'_> {
                     None => continue,
                 }
             }
-            let (table, checks, map) = match &plan.route {
+            let (table, checks, map, leaf_triggers) = match &plan.route {
                 Some(route) => self.route_row(route, &env, &full)?,
-                None => (table, &plan.checks[..], None),
+                None => (table, &plan.checks[..], None, Some(&plan.triggers)),
             };
             if let Some(map) = map {
                 full = map.iter().map(|&p| full[p].clone()).collect();
+            }
+            // A routed row fires its partition's BEFORE triggers.
+            if plan.route.is_some()
+                && let Some(t) = leaf_triggers.filter(|t| !t.before.is_empty())
+            {
+                match self.before_row(t, "INSERT", Some(full), None)? {
+                    Some(row) => full = row,
+                    None => continue,
+                }
             }
             // PostgreSQL checks NOT NULL before CHECK and before looking
             // for a conflict (ExecConstraints): DO NOTHING does not hide
@@ -193,8 +203,8 @@ impl Exec<'_> {
                 t.extend(self.arbiter_keys(table, &oc.arbiters, &full));
             }
             count += 1;
-            if !plan.triggers.after.is_empty() {
-                after.push((Some(full.clone()), None));
+            if let Some(t) = leaf_triggers.filter(|t| !t.after.is_empty()) {
+                after.push((t, (Some(full.clone()), None)));
             }
             if !plan.returning.is_empty() {
                 // RETURNING sees the row as stored (defaults, padding, rounding).
@@ -211,7 +221,9 @@ impl Exec<'_> {
                 self.returning(&plan.returning, &env, &stored, out)?;
             }
         }
-        self.after_rows(&plan.triggers, "INSERT", after)?;
+        for (t, event) in after {
+            self.after_rows(t, "INSERT", vec![event])?;
+        }
         Ok(count)
     }
 
@@ -235,7 +247,7 @@ impl Exec<'_> {
                 continue;
             }
             return match target {
-                RouteTarget::Leaf(t, checks, map) => Ok((t, checks, map.as_deref())),
+                RouteTarget::Leaf(t, checks, map, triggers) => Ok((t, checks, map.as_deref(), Some(triggers))),
                 RouteTarget::Node(inner) => self.route_row(inner, env, full),
             };
         }

@@ -789,8 +789,10 @@ fn run_plan(
             }
             Ok(done)
         }
-        Plan::AttachPartition { table, check, parent, partition, guard, guard_bound, default_name } => {
-            ex.attach_partition(table, check)?;
+        Plan::AttachPartition { checks, parent, partition, guard, guard_bound, default_name } => {
+            for (table, check) in checks {
+                ex.attach_partition(table, check)?;
+            }
             ex.add_partition(parent, partition, guard, guard_bound.as_ref(), default_name)
                 .map(|()| (Tag::Plain("ALTER TABLE"), 0))
         }
