@@ -694,6 +694,22 @@ mod tests {
     }
 
     #[test]
+    fn timetz_round_trips_in_rows_and_spills() {
+        let l = RowLayout::new(&[DataType::TimeTz(Some(2)), DataType::Int4, DataType::TimeTz(None)]);
+        let values = vec![Value::TimeTz(86_400_000_000, -50_400), Value::Int4(3), Value::TimeTz(1, 25_200)];
+        let mut buf = Vec::new();
+        assert!(l.encode(&values, &mut buf).is_ok());
+        for (col, v) in values.iter().enumerate() {
+            assert_eq!(l.get(&buf, col).to_owned_value(), *v, "column {col}");
+        }
+        let mut out = Vec::new();
+        encode_values(&values, &mut out);
+        let mut back = Vec::new();
+        assert!(decode_values(&out, &mut back).is_ok());
+        assert_eq!(back, values);
+    }
+
+    #[test]
     fn wide_rows_switch_offset_width() {
         let l = RowLayout::new(&[DataType::Int4, DataType::Bytea, DataType::Text]);
         let values = vec![Value::Int4(1), Value::Bytea(vec![7; 70_000]), Value::Text("x".into())];

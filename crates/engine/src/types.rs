@@ -1078,6 +1078,8 @@ mod tests {
             DataType::TimestampTz(Some(6)),
             DataType::Time(None),
             DataType::Time(Some(2)),
+            DataType::TimeTz(None),
+            DataType::TimeTz(Some(0)),
             DataType::Uuid,
             DataType::Json,
             DataType::Jsonb,
@@ -1098,6 +1100,9 @@ mod tests {
         assert_eq!(Value::Timestamp(1_500_000).to_string(), "2000-01-01 00:00:01.5");
         assert_eq!(Value::TimestampTz(1_500_000).to_string(), "2000-01-01 00:00:01.5+00");
         assert_eq!(Value::Date(-1).to_string(), "1999-12-31");
+        assert_eq!(Value::TimeTz(43_200_010_000, 25_200).to_string(), "12:00:00.01-07");
+        assert_eq!(Value::TimeTz(0, -19_800).to_string(), "00:00:00+05:30");
+        assert_eq!(Value::TimeTz(0, 16_215).to_string(), "00:00:00-04:30:15");
         assert_eq!(Value::Bool(true).to_string(), "t");
         assert_eq!(Value::Bytea(vec![1, 171]).to_string(), "\\x01ab");
         let u: [u8; 16] =
