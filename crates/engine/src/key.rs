@@ -45,6 +45,12 @@ pub(crate) fn encode_column(out: &mut Vec<u8>, value: ValueRef<'_>, ty: DataType
         ValueRef::Int8(v) | ValueRef::Timestamp(v) | ValueRef::TimestampTz(v) | ValueRef::Time(v) => {
             out.extend_from_slice(&(v.cast_unsigned() ^ (1 << 63)).to_be_bytes())
         }
+        // timetz_cmp's order: the UTC time, then the zone (seconds west).
+        ValueRef::TimeTz(t, z) => {
+            let utc = t + i64::from(z) * 1_000_000;
+            out.extend_from_slice(&(utc.cast_unsigned() ^ (1 << 63)).to_be_bytes());
+            out.extend_from_slice(&(z.cast_unsigned() ^ 0x8000_0000).to_be_bytes());
+        }
         // Unconstrained numeric: values of any scale, ordered as decimals.
         ValueRef::Numeric(n) if ty.numeric_own_scale() => {
             decimal_key(out, n.mantissa < 0, &n.mantissa.unsigned_abs().to_string(), i64::from(n.scale));
@@ -345,6 +351,7 @@ fn encode_lookup(out: &mut Vec<u8>, value: &Value, ty: DataType, tagged: bool) -
         (DataType::Timestamp(_), Value::Timestamp(t)) => ValueRef::Timestamp(*t),
         (DataType::TimestampTz(_), Value::TimestampTz(t)) => ValueRef::TimestampTz(*t),
         (DataType::Time(_), Value::Time(t)) => ValueRef::Time(*t),
+        (DataType::TimeTz(_), Value::TimeTz(t, z)) => ValueRef::TimeTz(*t, *z),
         (DataType::Uuid, Value::Uuid(u)) => ValueRef::Uuid(*u),
         (DataType::Interval, Value::Interval(v)) => ValueRef::Interval(*v),
         (DataType::Jsonb, Value::Jsonb(s)) => ValueRef::Jsonb(s),

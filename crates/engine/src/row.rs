@@ -137,6 +137,10 @@ impl RowLayout {
             DataType::Timestamp(_) => ValueRef::Timestamp(i64::from_le_bytes(arr(fixed(8)))),
             DataType::TimestampTz(_) => ValueRef::TimestampTz(i64::from_le_bytes(arr(fixed(8)))),
             DataType::Time(_) => ValueRef::Time(i64::from_le_bytes(arr(fixed(8)))),
+            DataType::TimeTz(_) => {
+                let b = fixed(12);
+                ValueRef::TimeTz(i64::from_le_bytes(arr(&b[..8])), i32::from_le_bytes(arr(&b[8..])))
+            }
             DataType::Float4 => ValueRef::Float4(f32::from_le_bytes(arr(fixed(4)))),
             DataType::Float8 => ValueRef::Float8(f64::from_le_bytes(arr(fixed(8)))),
             DataType::Numeric { .. } if Self::side(data[0]) == 1 && big_slot(data, off, self.types[col]).is_some() => {
@@ -389,6 +393,12 @@ fn write_fixed(out: &mut [u8], value: &Value) {
         Value::Int2(v) => put(&v.to_le_bytes()),
         Value::Int4(v) | Value::Date(v) => put(&v.to_le_bytes()),
         Value::Int8(v) | Value::Timestamp(v) | Value::TimestampTz(v) | Value::Time(v) => put(&v.to_le_bytes()),
+        Value::TimeTz(t, z) => {
+            let mut b = [0u8; 12];
+            b[..8].copy_from_slice(&t.to_le_bytes());
+            b[8..].copy_from_slice(&z.to_le_bytes());
+            put(&b)
+        }
         Value::Float4(v) => put(&v.to_le_bytes()),
         Value::Float8(v) => put(&v.to_le_bytes()),
         Value::Numeric(n) => put(&n.mantissa.to_le_bytes()),
@@ -488,6 +498,11 @@ pub(crate) fn encode_value(w: &mut Writer<'_>, v: &Value) {
             w.u8(19);
             w.bytes(b.as_ref().as_bytes());
         }
+        Value::TimeTz(t, z) => {
+            w.u8(20);
+            w.u64(t.cast_unsigned());
+            w.u32(z.cast_unsigned());
+        }
     }
 }
 
@@ -531,6 +546,7 @@ pub(crate) fn decode_value(r: &mut Reader<'_>) -> Result<Value> {
         19 => Value::NumericBig(
             NumericBig::from_bytes(r.bytes()?).ok_or_else(|| EngineError::Corrupt("numeric encoding".into()))?,
         ),
+        20 => Value::TimeTz(r.u64()?.cast_signed(), r.u32()?.cast_signed()),
         tag => return Err(EngineError::Corrupt(format!("unknown value tag {tag}"))),
     })
 }
@@ -675,6 +691,22 @@ mod tests {
         let mut bytes = Vec::new();
         encode_value(&mut Writer::new(&mut bytes), &iv);
         assert_eq!(decode_value(&mut Reader::new(&bytes)).unwrap(), iv);
+    }
+
+    #[test]
+    fn timetz_round_trips_in_rows_and_spills() {
+        let l = RowLayout::new(&[DataType::TimeTz(Some(2)), DataType::Int4, DataType::TimeTz(None)]);
+        let values = vec![Value::TimeTz(86_400_000_000, -50_400), Value::Int4(3), Value::TimeTz(1, 25_200)];
+        let mut buf = Vec::new();
+        assert!(l.encode(&values, &mut buf).is_ok());
+        for (col, v) in values.iter().enumerate() {
+            assert_eq!(l.get(&buf, col).to_owned_value(), *v, "column {col}");
+        }
+        let mut out = Vec::new();
+        encode_values(&values, &mut out);
+        let mut back = Vec::new();
+        assert!(decode_values(&out, &mut back).is_ok());
+        assert_eq!(back, values);
     }
 
     #[test]

@@ -68,6 +68,9 @@ pub enum DataType {
     TimestampTz(Option<u8>),
     /// `time [(p)] without time zone`.
     Time(Option<u8>),
+    /// `time [(p)] with time zone`: a time of day and its UTC offset, as
+    /// PostgreSQL's TimeTzADT (ordered by the UTC time, then the offset).
+    TimeTz(Option<u8>),
     /// `interval`: months, days and microseconds, kept apart as PostgreSQL does.
     Interval,
     /// 16 bytes in network order (RFC 4122 layout), ordered by memcmp as
@@ -158,6 +161,7 @@ impl DataType {
             | DataType::Timestamp(_)
             | DataType::TimestampTz(_)
             | DataType::Time(_) => Some(8),
+            DataType::TimeTz(_) => Some(12),
             // The mantissa, and where the type fixes no scale the value's own.
             DataType::Numeric { .. } if self.numeric_own_scale() => Some(17),
             DataType::Numeric { .. } | DataType::Uuid | DataType::Interval => Some(16),
@@ -190,6 +194,7 @@ impl DataType {
             DataType::Timestamp(p) => format!("timestamp{} without time zone", precision_suffix(p)),
             DataType::TimestampTz(p) => format!("timestamp{} with time zone", precision_suffix(p)),
             DataType::Time(p) => format!("time{} without time zone", precision_suffix(p)),
+            DataType::TimeTz(p) => format!("time{} with time zone", precision_suffix(p)),
             DataType::Uuid => "uuid".into(),
             DataType::Interval => "interval".into(),
             DataType::Json => "json".into(),
@@ -236,7 +241,10 @@ impl DataType {
                     format!("length for type {} must be between 1 and {CHAR_LENGTH_MAX}", self.pg_name()),
                 ));
             }
-            DataType::Timestamp(Some(p)) | DataType::TimestampTz(Some(p)) | DataType::Time(Some(p))
+            DataType::Timestamp(Some(p))
+            | DataType::TimestampTz(Some(p))
+            | DataType::Time(Some(p))
+            | DataType::TimeTz(Some(p))
                 if p > TIME_PRECISION_MAX =>
             {
                 return Err(EngineError::definition(
@@ -273,6 +281,7 @@ impl DataType {
             DataType::Json => (18, 0, 0),
             DataType::Jsonb => (19, 0, 0),
             DataType::Array(e) => (20, u32::from(e.tag), e.packed()),
+            DataType::TimeTz(p) => (21, p.map_or(0, |p| u32::from(p) + 1), 0),
         }
     }
 
@@ -300,6 +309,7 @@ impl DataType {
             18 => DataType::Json,
             19 => DataType::Jsonb,
             20 => DataType::Array(ElemType::from_parts(a, b)?),
+            21 => DataType::TimeTz(precision(a)?),
             _ => return None,
         })
     }
@@ -400,6 +410,9 @@ pub enum Value {
     Uuid([u8; 16]),
     /// Microseconds since midnight, 0 ..= 86_400_000_000.
     Time(i64),
+    /// Microseconds since local midnight (0 ..= 24:00:00) and the zone in
+    /// seconds west of UTC (PostgreSQL's TimeTzADT; `-07` is 25200).
+    TimeTz(i64, i32),
     Interval(Interval),
     /// json text as written.
     Json(String),
@@ -428,6 +441,7 @@ pub enum ValueRef<'a> {
     TimestampTz(i64),
     Uuid([u8; 16]),
     Time(i64),
+    TimeTz(i64, i32),
     Interval(Interval),
     Json(&'a str),
     Jsonb(&'a str),
@@ -476,6 +490,7 @@ impl ValueRef<'_> {
             ValueRef::TimestampTz(v) => Value::TimestampTz(v),
             ValueRef::Uuid(v) => Value::Uuid(v),
             ValueRef::Time(v) => Value::Time(v),
+            ValueRef::TimeTz(t, z) => Value::TimeTz(t, z),
             ValueRef::Interval(v) => Value::Interval(v),
             ValueRef::Json(v) => Value::Json(v.to_owned()),
             ValueRef::Jsonb(v) => Value::Jsonb(v.to_owned()),
@@ -503,6 +518,7 @@ impl Value {
             Value::TimestampTz(v) => ValueRef::TimestampTz(*v),
             Value::Uuid(v) => ValueRef::Uuid(*v),
             Value::Time(v) => ValueRef::Time(*v),
+            Value::TimeTz(t, z) => ValueRef::TimeTz(*t, *z),
             Value::Interval(v) => ValueRef::Interval(*v),
             Value::Json(v) => ValueRef::Json(v),
             Value::Jsonb(v) => ValueRef::Jsonb(v),
@@ -533,6 +549,7 @@ impl Value {
                 | (Value::Timestamp(_), DataType::Timestamp(None))
                 | (Value::TimestampTz(_), DataType::TimestampTz(None))
                 | (Value::Time(_), DataType::Time(None))
+                | (Value::TimeTz(..), DataType::TimeTz(None))
                 | (Value::Uuid(_), DataType::Uuid)
                 | (Value::Interval(_), DataType::Interval)
                 | (Value::Json(_), DataType::Json)
@@ -576,6 +593,7 @@ impl Value {
             Value::TimestampTz(_) => "timestamp with time zone",
             Value::Uuid(_) => "uuid",
             Value::Time(_) => "time without time zone",
+            Value::TimeTz(..) => "time with time zone",
             Value::Interval(_) => "interval",
             Value::Json(_) => "json",
             Value::Jsonb(_) => "jsonb",
@@ -631,6 +649,10 @@ impl fmt::Display for ValueRef<'_> {
                 let secs = micros / 1_000_000;
                 write!(f, "{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)?;
                 write_fraction(f, micros % 1_000_000)
+            }
+            ValueRef::TimeTz(micros, west) => {
+                write!(f, "{}", ValueRef::Time(*micros))?;
+                write_zone(f, *west)
             }
             ValueRef::Interval(v) => write_interval(f, *v),
             ValueRef::Array(a) => {
@@ -702,6 +724,19 @@ fn write_timestamp(f: &mut fmt::Formatter<'_>, micros: i64) -> Result<i64, fmt::
     write!(f, "{:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", display_year(y), secs / 3600, secs / 60 % 60, secs % 60)?;
     write_fraction(f, frac)?;
     Ok(y)
+}
+
+/// A UTC offset as EncodeTimezone writes it: `+hh`, `-hh:mm`, `+hh:mm:ss`.
+fn write_zone(f: &mut fmt::Formatter<'_>, west: i32) -> fmt::Result {
+    let east = -west;
+    let abs = east.unsigned_abs();
+    let (h, m, s) = (abs / 3600, abs / 60 % 60, abs % 60);
+    let sign = if east < 0 { '-' } else { '+' };
+    match (m, s) {
+        (_, 1..) => write!(f, "{sign}{h:02}:{m:02}:{s:02}"),
+        (1.., 0) => write!(f, "{sign}{h:02}:{m:02}"),
+        _ => write!(f, "{sign}{h:02}"),
+    }
 }
 
 /// `.ffffff` without trailing zeros; nothing for a whole second.
@@ -865,6 +900,7 @@ pub fn coerce(value: Value, ty: DataType, column: &str) -> Result<Value> {
         }
         (DataType::TimestampTz(_), Value::Date(d)) => Value::TimestampTz(i64::from(d) * MICROS_PER_DAY),
         (DataType::Time(p), Value::Time(t)) => Value::Time(round_to_precision(t, p)),
+        (DataType::TimeTz(p), Value::TimeTz(t, z)) => Value::TimeTz(round_to_precision(t, p), z),
         (DataType::Uuid, Value::Uuid(u)) => Value::Uuid(u),
         (DataType::Interval, Value::Interval(v)) => Value::Interval(v),
         (DataType::Json, Value::Json(v)) => Value::Json(v),
@@ -1042,6 +1078,8 @@ mod tests {
             DataType::TimestampTz(Some(6)),
             DataType::Time(None),
             DataType::Time(Some(2)),
+            DataType::TimeTz(None),
+            DataType::TimeTz(Some(0)),
             DataType::Uuid,
             DataType::Json,
             DataType::Jsonb,
@@ -1062,6 +1100,9 @@ mod tests {
         assert_eq!(Value::Timestamp(1_500_000).to_string(), "2000-01-01 00:00:01.5");
         assert_eq!(Value::TimestampTz(1_500_000).to_string(), "2000-01-01 00:00:01.5+00");
         assert_eq!(Value::Date(-1).to_string(), "1999-12-31");
+        assert_eq!(Value::TimeTz(43_200_010_000, 25_200).to_string(), "12:00:00.01-07");
+        assert_eq!(Value::TimeTz(0, -19_800).to_string(), "00:00:00+05:30");
+        assert_eq!(Value::TimeTz(0, 16_215).to_string(), "00:00:00-04:30:15");
         assert_eq!(Value::Bool(true).to_string(), "t");
         assert_eq!(Value::Bytea(vec![1, 171]).to_string(), "\\x01ab");
         let u: [u8; 16] =

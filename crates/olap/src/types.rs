@@ -75,7 +75,7 @@ pub(crate) fn arrow_type(table: &TableSchema, col: &Column) -> Result<ArrowType>
         DataType::Time(_) => ArrowType::Time64(TimeUnit::Microsecond),
         DataType::Interval => ArrowType::Interval(arrow_schema::IntervalUnit::MonthDayNano),
         DataType::Uuid => ArrowType::FixedSizeBinary(16),
-        DataType::Numeric { .. } | DataType::Array(_) => return Err(unsupported(table, col)),
+        DataType::Numeric { .. } | DataType::Array(_) | DataType::TimeTz(_) => return Err(unsupported(table, col)),
     })
 }
 
@@ -160,6 +160,7 @@ pub(crate) fn plain_bytes(v: ValueRef<'_>) -> u64 {
         | ValueRef::Timestamp(_)
         | ValueRef::TimestampTz(_)
         | ValueRef::Time(_) => 8,
+        ValueRef::TimeTz(..) => 12,
         ValueRef::Numeric(_) | ValueRef::Uuid(_) | ValueRef::Interval(_) => 16,
         ValueRef::Text(s) | ValueRef::Json(s) | ValueRef::Jsonb(s) => s.len() as u64,
         ValueRef::Bytea(b) => b.len() as u64,
@@ -340,7 +341,7 @@ pub(crate) fn value_at(array: &dyn Array, row: usize, ty: DataType) -> Value {
             Value::Uuid(u)
         }
         // Refused by `arrow_type`: no chunk holds them.
-        DataType::Array(_) => Value::Null,
+        DataType::Array(_) | DataType::TimeTz(_) => Value::Null,
     }
 }
 

@@ -158,6 +158,12 @@ pub fn decode_binary(bytes: &[u8], ty: DataType, what: Origin) -> Result<Value, 
         DataType::Timestamp(_) => Value::Timestamp(i64::from_be_bytes(fixed(bytes, what)?)),
         DataType::TimestampTz(_) => Value::TimestampTz(i64::from_be_bytes(fixed(bytes, what)?)),
         DataType::Time(_) => Value::Time(i64::from_be_bytes(fixed(bytes, what)?)),
+        // timetz_recv: microseconds, then the zone in seconds west.
+        DataType::TimeTz(_) => {
+            let b: [u8; 12] = fixed(bytes, what)?;
+            let time = i64::from_be_bytes(b[..8].try_into().map_err(|_| binary_error(what))?);
+            Value::TimeTz(time, i32::from_be_bytes(b[8..].try_into().map_err(|_| binary_error(what))?))
+        }
         DataType::Bytea => Value::Bytea(bytes.to_vec()),
         DataType::Uuid => Value::Uuid(fixed(bytes, what)?),
         // interval_recv: microseconds, days, months.
@@ -400,6 +406,10 @@ pub fn encode_binary(v: &Value, ty: Option<DataType>, out: &mut BytesMut) {
         (Value::Bytea(b), _) => out.put_slice(b),
         (Value::Date(d), _) => out.put_i32(*d),
         (Value::Timestamp(t) | Value::TimestampTz(t) | Value::Time(t), _) => out.put_i64(*t),
+        (Value::TimeTz(t, z), _) => {
+            out.put_i64(*t);
+            out.put_i32(*z);
+        }
         (Value::Uuid(u), _) => out.put_slice(u),
         (Value::Interval(v), _) => {
             out.put_i64(v.micros);

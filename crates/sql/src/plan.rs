@@ -393,11 +393,12 @@ pub enum RangeOffset {
     Numeric,
     /// real and double precision columns (the offset a float8).
     Float,
-    /// date, timestamp, timestamptz, time and interval columns (the offset an interval).
+    /// date, timestamp, timestamptz, time, timetz and interval columns (the offset an interval).
     Date,
     Timestamp,
     TimestampTz,
     Time,
+    TimeTz,
     Interval,
 }
 

@@ -549,6 +549,11 @@ pub fn abbreviation_at(utc: i64) -> String {
     with(|c| c.map_or_else(|| "UTC".to_owned(), |c| c.zone.abbreviation_at(utc)))
 }
 
+/// The session's zone; None in the default session (UTC).
+pub fn session_zone() -> Option<Zone> {
+    with(|c| c.map(|c| c.zone.clone()))
+}
+
 /// Is the session zone UTC (no conversion anywhere)?
 pub fn session_is_utc() -> bool {
     with(|c| c.is_none_or(|c| matches!(&c.zone, Zone::Fixed { east_secs: 0, .. })))

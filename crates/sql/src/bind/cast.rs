@@ -209,6 +209,9 @@ pub(super) fn cast_exists(from: DataType, to: DataType) -> bool {
         (C::DateTime, C::Time) => from != DataType::Date,
         // time to interval and back (interval_time: the clock part).
         (C::Time, C::Interval) | (C::Interval, C::Time) => true,
+        // time_timetz, timetz_time, timestamptz_timetz.
+        (C::Time, C::TimeTz) | (C::TimeTz, C::Time) => true,
+        (C::DateTime, C::TimeTz) => matches!(from, DataType::TimestampTz(_)),
         // int4(boolean) and bool(integer) only.
         (C::Bool, C::Numeric) => to == DataType::Int4,
         (C::Numeric, C::Bool) => from == DataType::Int4,
@@ -315,6 +318,7 @@ mod tests {
             T::TimestampTz(Some(3)),
             T::Uuid,
             T::Time(None),
+            T::TimeTz(Some(2)),
             T::Interval,
             T::Json,
             T::Jsonb,
@@ -339,6 +343,7 @@ mod tests {
             T::Timestamp(_) => Value::Timestamp(1),
             T::TimestampTz(_) => Value::TimestampTz(1),
             T::Time(_) => Value::Time(1),
+            T::TimeTz(_) => Value::TimeTz(1, -3600),
             T::Interval => Value::Interval(pgtier_engine::Interval { months: 1, days: 2, micros: 3 }),
             T::Uuid => Value::Uuid([7; 16]),
             T::Json => Value::Json("1".into()),

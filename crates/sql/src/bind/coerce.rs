@@ -19,6 +19,7 @@ impl Binder<'_> {
             DataType::Timestamp(_) if from.is_none() => DataType::Timestamp(None),
             DataType::TimestampTz(_) if from.is_none() => DataType::TimestampTz(None),
             DataType::Time(_) if from.is_none() => DataType::Time(None),
+            DataType::TimeTz(_) if from.is_none() => DataType::TimeTz(None),
             other => other,
         };
         match (from, &e) {
@@ -206,6 +207,9 @@ pub(super) fn check_assignable(from: DataType, to: DataType, column: &str) -> Re
         // timestamp and timestamptz assign to time (their time of day).
         (Category::DateTime, Category::Time) => from != DataType::Date,
         (Category::Time, Category::Interval) | (Category::Interval, Category::Time) => true,
+        // time and timestamptz assign to timetz, timetz to time.
+        (Category::Time, Category::TimeTz) | (Category::TimeTz, Category::Time) => true,
+        (Category::DateTime, Category::TimeTz) => matches!(from, DataType::TimestampTz(_)),
         _ => false,
     };
     if ok {
@@ -258,6 +262,7 @@ pub(super) fn common_type(types: &[Ty], construct: &str) -> Result<Ty> {
                 }
                 (Category::DateTime, Category::DateTime) => DataType::Timestamp(None),
                 (Category::Time, Category::Time) => DataType::Time(None),
+                (Category::TimeTz, Category::TimeTz) => DataType::TimeTz(None),
                 (Category::Array, Category::Array) => {
                     let elems = [crate::value::array::elem_type(c), crate::value::array::elem_type(*t)];
                     match common_type(&elems, construct)?.and_then(crate::value::array::array_type) {
@@ -365,7 +370,7 @@ pub fn map_type(t: &ast::DataType) -> Result<DataType> {
             DataType::TimestampTz(time_precision(*p))
         }
         D::Time(p, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) => DataType::Time(time_precision(*p)),
-        D::Time(..) => return Err(SqlError::unsupported("type time with time zone")),
+        D::Time(p, ast::TimezoneInfo::WithTimeZone | ast::TimezoneInfo::Tz) => DataType::TimeTz(time_precision(*p)),
         D::Interval { fields: None, precision: None } => DataType::Interval,
         D::Interval { .. } => return Err(SqlError::unsupported("interval with fields or a precision")),
         // `int[]`, `int[][]` (PostgreSQL does not enforce dimensions: both are int[]), `int[3]`.
@@ -403,7 +408,7 @@ pub fn map_type(t: &ast::DataType) -> Result<DataType> {
                 "timestamptz" => DataType::TimestampTz(None),
                 "time" => DataType::Time(None),
                 "interval" => DataType::Interval,
-                "timetz" => return Err(SqlError::unsupported("type time with time zone")),
+                "timetz" => DataType::TimeTz(None),
                 // The jsonpath functions take a path as an untyped literal.
                 "jsonpath" => return Err(SqlError::unsupported("type jsonpath")),
                 "uuid" => DataType::Uuid,

@@ -124,6 +124,7 @@ fn engine_type_name(ty: DataType) -> &'static str {
         DataType::Timestamp(_) => "timestamp",
         DataType::TimestampTz(_) => "timestamptz",
         DataType::Time(_) => "time",
+        DataType::TimeTz(_) => "timetz",
         DataType::Uuid => "uuid",
         DataType::Json => "json",
         DataType::Jsonb => "jsonb",

@@ -630,14 +630,19 @@ impl Binder<'_> {
         // an unknown literal or a date, as PostgreSQL resolves it.
         let to_instant = matches!(t, Some(DataType::Timestamp(_)));
         let x = match t {
-            Some(DataType::Timestamp(_) | DataType::TimestampTz(_)) => x,
+            Some(DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::TimeTz(_)) => x,
             None | Some(DataType::Date) => self.result_cast(x, t, Some(DataType::TimestampTz(None)))?,
             Some(other) => {
                 return Err(SqlError::undefined_function(&format!("timezone(unknown, {})", value::type_name(other))));
             }
         };
         let z = if zt == Some(DataType::Interval) { z } else { self.text_arg(z, zt, "timezone")? };
-        let ty = if to_instant { DataType::TimestampTz(None) } else { DataType::Timestamp(None) };
+        let ty = match t {
+            // timetz_zone, timetz_izone: the same instant's clock there.
+            Some(DataType::TimeTz(_)) => DataType::TimeTz(None),
+            _ if to_instant => DataType::TimestampTz(None),
+            _ => DataType::Timestamp(None),
+        };
         Ok((Expr::Func(crate::expr::Func::AtTimeZone(to_instant), vec![z, x]), Some(ty)))
     }
 

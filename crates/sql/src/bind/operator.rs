@@ -275,6 +275,15 @@ impl Binder<'_> {
             (Category::DateTime, Category::Interval) if matches!(op, ArithOp::Add | ArithOp::Sub) => instant_type(xt),
             (Category::Interval, Category::DateTime) if op == ArithOp::Add => instant_type(yt),
             (Category::Time, Category::Interval) if matches!(op, ArithOp::Add | ArithOp::Sub) => DataType::Time(None),
+            (Category::TimeTz, Category::Interval) if matches!(op, ArithOp::Add | ArithOp::Sub) => {
+                DataType::TimeTz(None)
+            }
+            (Category::Interval, Category::TimeTz) if op == ArithOp::Add => DataType::TimeTz(None),
+            (Category::DateTime, Category::TimeTz) | (Category::TimeTz, Category::DateTime)
+                if (xt == DataType::Date || yt == DataType::Date) && op == ArithOp::Add =>
+            {
+                DataType::TimestampTz(None)
+            }
             (Category::Interval, Category::Time) if op == ArithOp::Add => DataType::Time(None),
             // interval * float8, float8 * interval, interval / float8: the
             // number is cast to float8 as PostgreSQL's implicit casts do.

@@ -440,6 +440,7 @@ fn range_offset(column: Ty, offset: Ty) -> Result<(RangeOffset, DataType)> {
         Some(Timestamp(_)) => (RangeOffset::Timestamp, |t| t == Interval),
         Some(TimestampTz(_)) => (RangeOffset::TimestampTz, |t| t == Interval),
         Some(Time(_)) => (RangeOffset::Time, |t| t == Interval),
+        Some(DataType::TimeTz(_)) => (RangeOffset::TimeTz, |t| t == Interval),
         Some(Interval) => (RangeOffset::Interval, |t| t == Interval),
         other => {
             return Err(SqlError::new(

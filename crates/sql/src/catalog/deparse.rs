@@ -215,6 +215,10 @@ pub fn format_type(oid: i64, typmod: Option<i64>) -> String {
             Some(p) => format!("time({p}) without time zone"),
             None => "time without time zone".to_owned(),
         },
+        1266 => match tm {
+            Some(p) => format!("time({p}) with time zone"),
+            None => "time with time zone".to_owned(),
+        },
         _ => row.name.to_owned(),
     };
     if is_array { format!("{base}[]") } else { base }

@@ -146,7 +146,7 @@ fn info_columns(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
                 DataType::Varchar(_) => "character varying".to_owned(),
                 DataType::Char(_) => "character".to_owned(),
                 // The name without the precision (datetime_precision has it).
-                DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Time(_) => {
+                DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Time(_) | DataType::TimeTz(_) => {
                     crate::value::type_name(col.ty).to_owned()
                 }
                 other => other.pg_name(),
@@ -171,7 +171,9 @@ fn info_columns(ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
             };
             let dt_prec = match col.ty {
                 DataType::Date => Some(0),
-                DataType::Timestamp(p) | DataType::TimestampTz(p) | DataType::Time(p) => Some(p.map_or(6, i64::from)),
+                DataType::Timestamp(p) | DataType::TimestampTz(p) | DataType::Time(p) | DataType::TimeTz(p) => {
+                    Some(p.map_or(6, i64::from))
+                }
                 _ => None,
             };
             let position = i64::from(t.attnum(c));

@@ -71,6 +71,7 @@ pub static BUILTIN_TYPES: &[BuiltinType] = &[
     BuiltinType::new(1114, "timestamp", 8, true, "D", "d", "p", 1115, 0, 0),
     BuiltinType::new(1184, "timestamptz", 8, true, "D", "d", "p", 1185, 0, 0),
     BuiltinType::new(1186, "interval", 16, false, "T", "d", "p", 1187, 0, 0),
+    BuiltinType::new(1266, "timetz", 12, false, "D", "d", "p", 1270, 0, 0),
     BuiltinType::new(1700, "numeric", -1, false, "N", "i", "m", 1231, 0, 0),
     BuiltinType::new(2205, "regclass", 4, true, "N", "i", "p", 2210, 0, 0),
     BuiltinType::new(2206, "regtype", 4, true, "N", "i", "p", 2211, 0, 0),
@@ -117,6 +118,7 @@ pub fn type_by_name(name: &str) -> Option<i64> {
         "timestamp without time zone" => "timestamp",
         "timestamp with time zone" => "timestamptz",
         "time without time zone" => "time",
+        "time with time zone" => "timetz",
         "decimal" => "numeric",
         "\"char\"" => "char",
         other => other,
@@ -138,8 +140,20 @@ pub fn type_by_name(name: &str) -> Option<i64> {
 
 /// PostgreSQL's name of an I/O function of a type (`int4in`, `date_out`).
 fn io_func(name: &str, which: &str) -> String {
-    let underscored =
-        ["json", "date", "time", "timestamp", "timestamptz", "interval", "numeric", "uuid", "jsonb", "record", "void"];
+    let underscored = [
+        "json",
+        "date",
+        "time",
+        "timetz",
+        "timestamp",
+        "timestamptz",
+        "interval",
+        "numeric",
+        "uuid",
+        "jsonb",
+        "record",
+        "void",
+    ];
     if underscored.contains(&name) { format!("{name}_{which}") } else { format!("{name}{which}") }
 }
 
@@ -166,6 +180,7 @@ pub(super) fn type_rows(out: &mut Vec<Value>) {
             "timestamp" => "timestamptypmodin",
             "timestamptz" => "timestamptztypmodin",
             "time" => "timetypmodin",
+            "timetz" => "timetztypmodin",
             "interval" => "intervaltypmodin",
             _ => "-",
         };
@@ -329,6 +344,7 @@ pub fn column_type_info(ty: DataType) -> ColumnTypeInfo {
         DataType::Timestamp(p) => info(1114, p.map_or(-1, i32::from), 8, true, "d", "p", 0),
         DataType::TimestampTz(p) => info(1184, p.map_or(-1, i32::from), 8, true, "d", "p", 0),
         DataType::Time(p) => info(1083, p.map_or(-1, i32::from), 8, true, "d", "p", 0),
+        DataType::TimeTz(p) => info(1266, p.map_or(-1, i32::from), 12, false, "d", "p", 0),
         DataType::Uuid => info(2950, -1, 16, false, "c", "p", 0),
         DataType::Json => info(114, -1, -1, false, "i", "x", 0),
         DataType::Jsonb => info(3802, -1, -1, false, "i", "x", 0),

@@ -72,6 +72,8 @@ fn hash_value<H: Hasher>(v: &Value, h: &mut H) {
         Value::Timestamp(t) | Value::TimestampTz(t) => t.hash(h),
         Value::Uuid(u) => u.hash(h),
         Value::Time(t) => t.hash(h),
+        // timetz_eq: equal clocks in equal zones.
+        Value::TimeTz(t, z) => (t, z).hash(h),
         Value::Interval(v) => v.span().hash(h),
         // Equal jsonb values ('1.0', '1') share their sort key.
         Value::Jsonb(s) => pgtier_engine::json::sort_key(s).hash(h),

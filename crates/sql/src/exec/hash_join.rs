@@ -201,6 +201,7 @@ enum KeyClass {
     Bytea,
     Uuid,
     Time,
+    TimeTz,
     Interval,
     Jsonb,
 }
@@ -279,6 +280,12 @@ fn push_key(v: &Value, out: &mut Vec<u8>) -> Option<KeyClass> {
         Value::Time(t) => {
             out.extend_from_slice(&t.to_le_bytes());
             KeyClass::Time
+        }
+        // timetz_eq: equal clocks in equal zones.
+        Value::TimeTz(t, z) => {
+            out.extend_from_slice(&t.to_le_bytes());
+            out.extend_from_slice(&z.to_le_bytes());
+            KeyClass::TimeTz
         }
         // '1 day' = '24 hours': equal intervals share their span.
         Value::Interval(v) => {

@@ -314,6 +314,16 @@ fn in_range(kind: RangeOffset, val: &Value, base: &Value, offset: &Value, sub: b
             let sum = if sub { time(base) - micros } else { time(base) + micros };
             Ok(holds(time(val).cmp(&sum)))
         }
+        RangeOffset::TimeTz => {
+            // The base's zone, and no wrap around midnight (in_range_timetz_interval).
+            let micros = interval(offset)?.micros;
+            if micros < 0 {
+                return Err(bad_offset());
+            }
+            let Value::TimeTz(t, zone) = base else { return Ok(false) };
+            let sum = if sub { t.saturating_sub(micros) } else { t.saturating_add(micros) };
+            Ok(holds(value::compare(val, &Value::TimeTz(sum, *zone)).unwrap_or(Ordering::Equal)))
+        }
         RangeOffset::Interval => {
             let off = interval(offset)?;
             if off.span() < 0 {

@@ -64,6 +64,7 @@ pub fn type_name(elem: DataType) -> &'static str {
         DataType::Timestamp(_) => "timestamp without time zone[]",
         DataType::TimestampTz(_) => "timestamp with time zone[]",
         DataType::Time(_) => "time without time zone[]",
+        DataType::TimeTz(_) => "time with time zone[]",
         DataType::Interval => "interval[]",
         DataType::Uuid => "uuid[]",
         DataType::Json => "json[]",

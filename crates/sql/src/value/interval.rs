@@ -177,6 +177,14 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value, ty: DataType) -> Result<Value> {
         | (DataType::Time(_), Value::Interval(v), Value::Time(t)) => Value::Time(
             t.checked_add(signed(*v)?.micros).ok_or_else(|| out_of_range("time"))?.rem_euclid(MICROS_PER_DAY),
         ),
+        (DataType::TimeTz(_), Value::TimeTz(t, z), Value::Interval(v))
+        | (DataType::TimeTz(_), Value::Interval(v), Value::TimeTz(t, z)) => {
+            crate::value::timetz::plus_interval(*t, *z, signed(*v)?)?
+        }
+        (DataType::TimestampTz(_), Value::Date(d), Value::TimeTz(t, z))
+        | (DataType::TimestampTz(_), Value::TimeTz(t, z), Value::Date(d)) => {
+            crate::value::timetz::date_plus(*d, *t, *z)?
+        }
         (DataType::TimestampTz(_), Value::TimestampTz(t), Value::Interval(v))
         | (DataType::TimestampTz(_), Value::Interval(v), Value::TimestampTz(t)) => {
             Value::TimestampTz(timestamptz_plus(*t, signed(*v)?)?)

@@ -31,6 +31,7 @@ pub(crate) mod json_record;
 pub mod numeric_transcendental;
 mod numeric_wide;
 pub mod time;
+pub mod timetz;
 pub mod types;
 pub mod uuid;
 pub(crate) use bool_in::parse_bool;
@@ -59,6 +60,9 @@ pub enum Category {
     Uuid,
     /// time: 'D' in PostgreSQL, but it converts to no other date/time type.
     Time,
+    /// timetz: 'D' too; kept apart from time, so that mixing the two
+    /// (which PostgreSQL does through time_timetz) is refused, not guessed.
+    TimeTz,
     Interval,
     /// json and jsonb ('U' in PostgreSQL): kept apart, neither converts
     /// implicitly to anything.
@@ -80,6 +84,7 @@ pub fn category(ty: DataType) -> Category {
         DataType::Text | DataType::Varchar(_) | DataType::Char(_) => Category::String,
         DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_) => Category::DateTime,
         DataType::Time(_) => Category::Time,
+        DataType::TimeTz(_) => Category::TimeTz,
         DataType::Interval => Category::Interval,
         DataType::Bytea => Category::Bytea,
         DataType::Uuid => Category::Uuid,
@@ -121,6 +126,7 @@ pub fn type_name(ty: DataType) -> &'static str {
         DataType::Timestamp(_) => "timestamp without time zone",
         DataType::TimestampTz(_) => "timestamp with time zone",
         DataType::Time(_) => "time without time zone",
+        DataType::TimeTz(_) => "time with time zone",
         DataType::Interval => "interval",
         DataType::Uuid => "uuid",
         DataType::Json => "json",
@@ -340,6 +346,7 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
         (V::Bytea(x), V::Bytea(y)) => x.cmp(y),
         (V::Uuid(x), V::Uuid(y)) => x.cmp(y),
         (V::Time(x), V::Time(y)) => x.cmp(y),
+        (V::TimeTz(t1, z1), V::TimeTz(t2, z2)) => crate::value::timetz::compare((*t1, *z1), (*t2, *z2)),
         (V::Interval(x), V::Interval(y)) => x.span().cmp(&y.span()),
         (V::Jsonb(x), V::Jsonb(y)) => pgtier_engine::json::compare(x, y),
         // json has no comparison (the binder refuses it); sorts stay total.
@@ -507,9 +514,11 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value, ty: DataType) -> Result<Value> {
             Ok(if ty == DataType::Float4 { Value::Float4(r as f32) } else { Value::Float8(r) })
         }
         DataType::Date => date_arith(op, a, b),
-        DataType::Timestamp(_) | DataType::TimestampTz(_) | DataType::Time(_) | DataType::Interval => {
-            crate::value::interval::arith(op, a, b, ty)
-        }
+        DataType::Timestamp(_)
+        | DataType::TimestampTz(_)
+        | DataType::Time(_)
+        | DataType::TimeTz(_)
+        | DataType::Interval => crate::value::interval::arith(op, a, b, ty),
         _ => {
             Err(SqlError::undefined_operator(&format!("{} {} {}", value_type_name(a), op.symbol(), value_type_name(b))))
         }
@@ -800,7 +809,7 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
         (T::Text, Value::Text(s)) => Value::Text(s),
         (T::Varchar(n), Value::Text(s)) => Value::Text(fit_varchar(s, n, explicit)?),
         (T::Char(n), Value::Text(s)) => Value::Text(fit_char(s, n, explicit)?),
-        (T::Date | T::Timestamp(_) | T::TimestampTz(_) | T::Time(_) | T::Interval, v)
+        (T::Date | T::Timestamp(_) | T::TimestampTz(_) | T::Time(_) | T::TimeTz(_) | T::Interval, v)
             if !matches!(v, Value::Text(_)) =>
         {
             cast_to_datetime(v, to, explicit)?
@@ -942,6 +951,12 @@ fn cast_to_datetime(v: Value, to: DataType, explicit: bool) -> Result<Value> {
             Value::Time(round_to_precision(crate::tz::to_local(t).rem_euclid(MICROS_PER_DAY), p))
         }
         (T::Interval | T::Time(_), v @ (Value::Interval(_) | Value::Time(_))) => crate::value::interval::cast(v, to),
+        // timetz_time: the clock, without its zone.
+        (T::Time(p), Value::TimeTz(t, _)) => Value::Time(round_to_precision(t, p)),
+        (T::TimeTz(p), v) => match crate::value::timetz::cast_from(&v, p)? {
+            Some(v) => v,
+            None => return Err(cannot_cast(&v, to)),
+        },
         (to, v) => return Err(cannot_cast(&v, to)),
     })
 }
@@ -1059,6 +1074,7 @@ pub fn parse_input(text: &str, ty: DataType) -> Result<Value> {
             text,
         )?),
         DataType::Time(p) => Value::Time(crate::value::time::parse(text, p)?),
+        DataType::TimeTz(p) => crate::value::timetz::parse(text, p)?,
         DataType::Interval => Value::Interval(crate::value::interval::parse(text)?),
         DataType::Uuid => Value::Uuid(crate::value::uuid::parse(text)?),
         DataType::Json => crate::value::json::input(text, false)?,

@@ -19,34 +19,46 @@ pub fn parse(text: &str, precision: Option<u8>) -> Result<i64> {
         let start = crate::clock::transaction_start().ok_or_else(|| SqlError::unsupported("'now' as a time input value here (only a statement's own constants and parameters read the transaction's start)"))?;
         return Ok(round_to_precision(crate::tz::to_local(start).rem_euclid(MICROS_PER_DAY), precision));
     }
-    let micros = parse_time(text.trim()).map_err(|bad| bad.error(text))?;
-    Ok(round_to_precision(micros, precision))
+    let clock = parse_time(text.trim()).map_err(|bad| bad.error("time", text))?;
+    Ok(round_to_precision(clock.micros, precision))
 }
 
 /// Why a time text is refused: 22007 bad syntax, 22008 a field out of range.
-enum Bad {
+pub(crate) enum Bad {
     Syntax,
     Range,
 }
 
 impl Bad {
-    fn error(self, text: &str) -> SqlError {
+    pub(crate) fn error(self, type_name: &str, text: &str) -> SqlError {
         match self {
-            Bad::Syntax => SqlError::new("22007", format!("invalid input syntax for type time: \"{text}\"")),
+            Bad::Syntax => SqlError::new("22007", format!("invalid input syntax for type {type_name}: \"{text}\"")),
             Bad::Range => SqlError::new("22008", format!("date/time field value out of range: \"{text}\"")),
         }
     }
 }
 
+/// A time of day as written: the clock, and the date and zone written
+/// with it (time without time zone ignores them; timetz reads them).
+pub(crate) struct Clock<'a> {
+    pub micros: i64,
+    /// A leading `yyyy-mm-dd`.
+    pub date: Option<&'a str>,
+    /// A zone word or an offset glued to the clock, as written.
+    pub zone: Option<&'a str>,
+}
+
 /// `[date ]hh:mm[:ss[.f]][ am|pm][ zone]`, `hhmmss[.f]`, `allballs`. A
 /// leading ISO date and a trailing zone are accepted and ignored, as
 /// time_in does for time without time zone.
-fn parse_time(t: &str) -> std::result::Result<i64, Bad> {
+pub(crate) fn parse_time(t: &str) -> std::result::Result<Clock<'_>, Bad> {
     if t.eq_ignore_ascii_case("allballs") {
-        return Ok(0);
+        return Ok(Clock { micros: 0, date: None, zone: None });
     }
     let mut words: Vec<&str> = t.split_ascii_whitespace().collect();
     let mut dated = false;
+    let mut date = None;
+    let mut zone = None;
     // A leading yyyy-mm-dd (or yyyy-mm-ddThh:mm...) date.
     if let Some(first) = words.first().copied() {
         let date_len = first.find(['T', 't']).unwrap_or(first.len());
@@ -59,6 +71,7 @@ fn parse_time(t: &str) -> std::result::Result<i64, Bad> {
                 return Err(Bad::Syntax);
             }
             dated = true;
+            date = Some(&first[..10]);
             match &first[date_len..] {
                 "" => {
                     words.remove(0);
@@ -87,7 +100,11 @@ fn parse_time(t: &str) -> std::result::Result<i64, Bad> {
             "am" | "a.m." => pm = Some(false),
             "pm" | "p.m." => pm = Some(true),
             // A zone with daylight-saving rules needs the date to apply.
-            zone if is_zone(zone) && (dated || !matches!(crate::tz::lookup(zone), Some(crate::tz::Zone::Named(_)))) => {
+            z if zone.is_none()
+                && is_zone(z)
+                && (dated || !matches!(crate::tz::lookup(z), Some(crate::tz::Zone::Named(_)))) =>
+            {
+                zone = Some(*w);
             }
             _ => return Err(Bad::Syntax),
         }
@@ -95,9 +112,10 @@ fn parse_time(t: &str) -> std::result::Result<i64, Bad> {
     // A zone glued to the clock: 04:05:06+02, 04:05:06Z, 04:05:06-08:00.
     let body = match clock.find(['+', '-', 'z', 'Z']) {
         Some(i) if i > 0 => {
-            if !is_zone(&clock[i..].to_ascii_lowercase()) {
+            if !is_zone(&clock[i..].to_ascii_lowercase()) || zone.is_some() {
                 return Err(Bad::Syntax);
             }
+            zone = Some(&clock[i..]);
             &clock[..i]
         }
         Some(_) => return Err(Bad::Syntax),
@@ -117,7 +135,7 @@ fn parse_time(t: &str) -> std::result::Result<i64, Bad> {
     if micros > MICROS_PER_DAY {
         return Err(Bad::Range);
     }
-    Ok(micros)
+    Ok(Clock { micros, date, zone })
 }
 
 /// Hours, minutes, seconds and the fraction in microseconds (rounded).

@@ -944,7 +944,7 @@ pub(super) const DEFS: &[FunctionDef] = &[
     NOW_DEF,
     // The SQL forms take an optional precision (a literal).
     FunctionDef {
-        names: &["current_timestamp", "localtimestamp", "localtime"],
+        names: &["current_timestamp", "localtimestamp", "localtime", "current_time"],
         volatility: Volatility::Stable,
         resolve: |_, _, call| {
             call.arity(0, 1)?;
@@ -952,6 +952,7 @@ pub(super) const DEFS: &[FunctionDef] = &[
             let ty = match call.name {
                 "current_timestamp" => DataType::TimestampTz(p),
                 "localtimestamp" => DataType::Timestamp(p),
+                "current_time" => DataType::TimeTz(p),
                 _ => DataType::Time(p),
             };
             let now = Expr::Func(Func::Builtin(NOW), Vec::new());
@@ -967,11 +968,6 @@ pub(super) const DEFS: &[FunctionDef] = &[
             let now = Expr::Func(Func::Builtin(NOW), Vec::new());
             Ok((Expr::Cast(now.boxed(), DataType::Date, false), Some(DataType::Date)))
         },
-    },
-    FunctionDef {
-        names: &["current_time"],
-        volatility: Volatility::Stable,
-        resolve: |_, _, _| Err(SqlError::unsupported("current_time (time with time zone)")),
     },
     FunctionDef {
         names: &["clock_timestamp"],
@@ -1060,7 +1056,11 @@ pub(super) const NOW: Builtin = NOW_DEF.call(|_, ctx| Ok(Value::TimestampTz(ctx.
 pub(super) const fn at_time_zone(to_instant: bool) -> Builtin {
     const TIMEZONE: FunctionDef =
         FunctionDef { names: &["timezone"], volatility: Immutable, resolve: |_, _, call| Err(call.undefined()) };
-    TIMEZONE.call(if to_instant { |v, _| at_time_zone_eval(v, true) } else { |v, _| at_time_zone_eval(v, false) })
+    TIMEZONE.call(if to_instant {
+        |v, ctx| at_time_zone_eval(v, true, ctx.now_micros)
+    } else {
+        |v, ctx| at_time_zone_eval(v, false, ctx.now_micros)
+    })
 }
 
 type Resolved = Result<(Expr, Ty)>;
@@ -1249,7 +1249,7 @@ pub fn extract_call(b: &mut dyn ArgBinder, field: &str, x: Expr, t: Ty, numeric:
             return Err(SqlError::new("42725", format!("function pg_catalog.{what}(unknown, unknown) is not unique"))
                 .with_hint("Could not choose a best candidate function. You might need to add explicit type casts."));
         }
-        Some(DataType::Time(_) | DataType::Interval) => (x, t),
+        Some(DataType::Time(_) | DataType::TimeTz(_) | DataType::Interval) => (x, t),
         Some(other) => {
             return Err(SqlError::undefined_function(&format!("{what}(unknown, {})", value::type_name(other))));
         }
@@ -1273,7 +1273,9 @@ pub fn extract_call(b: &mut dyn ArgBinder, field: &str, x: Expr, t: Ty, numeric:
 fn extract_eval(vals: &[Value], ctx: &mut EvalCtx<'_>, numeric: bool) -> Result<Value> {
     let CallData::Field(field) = ctx.data else { return Err(SqlError::new("XX000", "extract without a field")) };
     match &vals[0] {
-        v @ (Value::Interval(_) | Value::Time(_)) => super::interval_fns::extract(field, v, numeric),
+        v @ (Value::Interval(_) | Value::Time(_) | Value::TimeTz(..)) => {
+            super::interval_fns::extract(field, v, numeric)
+        }
         v if value::is_infinite_datetime(v) => super::infinity::extract(field, v, numeric),
         v => extract(field, v, numeric),
     }
@@ -1387,8 +1389,15 @@ fn resolve_to_timestamp(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: 
     Ok((def.expr(eval, out), Some(DataType::TimestampTz(None))))
 }
 
-/// `zone` AT TIME ZONE: vals are (zone, x).
-fn at_time_zone_eval(vals: &[Value], to_instant: bool) -> Result<Value> {
+/// `zone` AT TIME ZONE: vals are (zone, x); `now` the transaction's
+/// start, when a timetz takes a zone's offset.
+fn at_time_zone_eval(vals: &[Value], to_instant: bool, now: i64) -> Result<Value> {
+    if let Value::TimeTz(t, west) = &vals[1] {
+        return match &vals[0] {
+            Value::Interval(iv) => crate::value::timetz::at_interval(*t, *west, *iv),
+            _ => crate::value::timetz::at_zone(*t, *west, text(vals, 0), now),
+        };
+    }
     let zone = match &vals[0] {
         Value::Interval(iv) if iv.months == 0 && iv.days == 0 => {
             crate::tz::fixed_setting(

@@ -58,6 +58,7 @@ pub(super) fn extract(field: DateField, v: &Value, numeric: bool) -> Result<Valu
     match v {
         Value::Interval(iv) => extract_interval(field, *iv, numeric),
         Value::Time(t) => extract_time(field, *t, numeric),
+        Value::TimeTz(t, west) => extract_timetz(field, *t, *west, numeric),
         other => Err(SqlError::undefined_function(&format!("extract({})", other.type_name()))),
     }
 }
@@ -108,6 +109,27 @@ fn extract_time(field: DateField, t: i64, numeric: bool) -> Result<Value> {
             return Err(SqlError::new(
                 "0A000",
                 format!("unit \"{}\" not supported for type time without time zone", field.name()),
+            ));
+        }
+    })
+}
+
+/// timetz_part_common: the clock's fields, the zone's (seconds east), and
+/// the epoch of the clock in UTC.
+fn extract_timetz(field: DateField, t: i64, west: i32, numeric: bool) -> Result<Value> {
+    let east = -i128::from(west);
+    Ok(match field {
+        DateField::Timezone => exact(east, 0, numeric),
+        DateField::TimezoneHour => exact(east / 3600, 0, numeric),
+        DateField::TimezoneMinute => exact(east / 60 % 60, 0, numeric),
+        DateField::Epoch => exact(i128::from(t) + i128::from(west) * i128::from(MICROS_PER_SECOND), 6, numeric),
+        DateField::Microseconds | DateField::Milliseconds | DateField::Second | DateField::Minute | DateField::Hour => {
+            extract_time(field, t, numeric)?
+        }
+        _ => {
+            return Err(SqlError::new(
+                "0A000",
+                format!("unit \"{}\" not supported for type time with time zone", field.name()),
             ));
         }
     })
