@@ -414,7 +414,8 @@ impl TsVector {
             }
             let entry = v.lexemes.entry(lexeme).or_default();
             entry.extend(positions);
-            entry.sort_unstable();
+            // A position given twice keeps its heaviest weight (uniquePos).
+            entry.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
             entry.dedup_by_key(|p| p.0);
             rest = rest.trim_start();
         }
