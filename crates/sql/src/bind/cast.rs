@@ -23,6 +23,8 @@ pub(super) enum CastTarget {
     Reg(RegKind),
     RegProc,
     Array(Elem),
+    /// `tsvector` (true) or `tsquery` (false), carried as their text forms.
+    TextSearch(bool),
 }
 
 impl Binder<'_> {
@@ -66,6 +68,15 @@ impl Binder<'_> {
         if let Some(target) = target {
             return Ok(Some(match target {
                 CastTarget::Reg(kind) => self.reg_cast(x, t, kind)?,
+                CastTarget::TextSearch(vector) => {
+                    use crate::expr::textsearch;
+                    textsearch::cast_from_text(textsearch::cast_def(), self, x, t, vector).map_err(|e| match t {
+                        Some(from) if category(from) != Category::String => {
+                            cannot_cast(from, if vector { "tsvector" } else { "tsquery" })
+                        }
+                        _ => e,
+                    })?
+                }
                 CastTarget::Oid => match t {
                     Some(t) if RegKind::of(t).is_some() => (x, Some(types::OID)),
                     Some(t) if value::is_integer(t) => {
@@ -152,6 +163,8 @@ impl Binder<'_> {
 pub(super) fn cast_target(t: &ast::DataType) -> Option<CastTarget> {
     match t {
         ast::DataType::Regclass => Some(CastTarget::Reg(RegKind::Class)),
+        ast::DataType::TsVector => Some(CastTarget::TextSearch(true)),
+        ast::DataType::TsQuery => Some(CastTarget::TextSearch(false)),
         ast::DataType::Custom(name, mods) if mods.is_empty() => {
             let last = name.0.last()?.as_ident()?;
             let quoted = last.quote_style.is_some();
@@ -167,6 +180,8 @@ pub(super) fn cast_target(t: &ast::DataType) -> Option<CastTarget> {
                 "regproc" | "regprocedure" => CastTarget::RegProc,
                 "int2vector" => CastTarget::Array(Elem::Int2Vector),
                 "oidvector" => CastTarget::Array(Elem::OidVector),
+                "tsvector" => CastTarget::TextSearch(true),
+                "tsquery" => CastTarget::TextSearch(false),
                 _ => return None,
             })
         }
@@ -202,6 +217,8 @@ pub(super) fn cast_exists(from: DataType, to: DataType) -> bool {
             (Some(f), Some(t)) => cast_exists(f, t),
             _ => false,
         },
+        // tsvector and tsquery convert to neither each other nor anything but text.
+        (C::TextSearch, _) | (_, C::TextSearch) if from != to => to_is_text(to),
         (a, b) if a == b => true,
         // I/O conversion: any type to a string type and back.
         (C::String, _) | (_, C::String) => true,
@@ -219,6 +236,10 @@ pub(super) fn cast_exists(from: DataType, to: DataType) -> bool {
         (C::Json, C::Jsonb) | (C::Jsonb, C::Json) | (C::Jsonb, C::Numeric | C::Bool) => true,
         _ => false,
     }
+}
+
+fn to_is_text(to: DataType) -> bool {
+    category(to) == Category::String
 }
 
 /// 42846 `cannot cast type x to y` unless `cast_exists`.

@@ -22,6 +22,9 @@ impl Binder<'_> {
             DataType::TimeTz(_) if from.is_none() => DataType::TimeTz(None),
             other => other,
         };
+        if crate::value::types::is_text_search(to) {
+            return text_search_coerce(e, from, to);
+        }
         match (from, &e) {
             (None, Expr::Param(i)) => {
                 self.params[*i] = Some(to);
@@ -113,6 +116,10 @@ impl Binder<'_> {
     }
 
     pub(super) fn unify_cmp(&mut self, x: Expr, xt: Ty, y: Expr, yt: Ty, op: &str) -> Result<(Expr, Expr)> {
+        // Their text forms do not order (or, for tsquery, equal) as they do.
+        if xt.is_some_and(crate::value::types::is_text_search) || yt.is_some_and(crate::value::types::is_text_search) {
+            return Err(SqlError::unsupported("comparing tsvector or tsquery values"));
+        }
         if let (Some(DataType::Json), None) | (None, Some(DataType::Json)) = (xt, yt) {
             return Err(SqlError::undefined_operator(&format!(
                 "{} {op} {}",
@@ -473,5 +480,21 @@ pub(super) fn constant_truth(e: &Expr) -> Option<Option<bool>> {
             _ => None,
         },
         _ => None,
+    }
+}
+
+/// An argument for a tsvector or tsquery parameter: an unknown literal
+/// is read as one (tsvectorin, tsqueryin); nothing else converts.
+fn text_search_coerce(e: Expr, from: Ty, to: DataType) -> Result<Expr> {
+    use crate::value::tsearch::TsVector;
+    use crate::value::tsquery::TsQuery;
+    match (from, e) {
+        (Some(f), e) if f == to => Ok(e),
+        (None, Expr::Const(Value::Text(s))) if to == crate::value::types::TSVECTOR => {
+            Ok(Expr::Const(Value::Text(TsVector::parse(&s)?.to_text())))
+        }
+        (None, Expr::Const(Value::Text(s))) => Ok(Expr::Const(Value::Text(TsQuery::parse(&s)?.to_text()))),
+        (None, e @ Expr::Const(Value::Null)) => Ok(e),
+        _ => Err(SqlError::unsupported(format!("converting this value to {}", type_name(to)))),
     }
 }

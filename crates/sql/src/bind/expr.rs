@@ -546,7 +546,8 @@ impl Binder<'_> {
             return Ok((Expr::Const(v), Some(ty)));
         }
         let (x, t) = self.expr(expr, scope, ctx)?;
-        if target.is_some() || t.is_some_and(crate::value::types::is_pseudo) {
+        let pseudo = |t: DataType| crate::value::types::is_pseudo(t) && !crate::value::types::is_text_search(t);
+        if target.is_some() || t.is_some_and(pseudo) {
             return self
                 .sys_cast(x, t, target, target.is_none().then_some(ty))?
                 .ok_or_else(|| SqlError::unsupported(format!("cast to {data_type}")));

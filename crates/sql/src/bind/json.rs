@@ -230,7 +230,19 @@ impl Binder<'_> {
         let x = match xt {
             Some(DataType::Jsonb) => x,
             None if f == PathFunc::ExistsOp => self.coerce(x, None, DataType::Jsonb, "@?")?,
-            // text @@ text and the text search operators.
+            // An untyped left side: a tsquery against a tsvector, else text.
+            None if f == PathFunc::MatchOp && yt.is_some_and(|t| t != DataType::Jsonb) => {
+                use crate::expr::textsearch;
+                let left = if yt == Some(crate::value::types::TSVECTOR) {
+                    textsearch::cast_from_text(textsearch::cast_def(), self, x, None, false)?
+                } else {
+                    (self.coerce(x, None, DataType::Text, "@@")?, Some(DataType::Text))
+                };
+                return textsearch::bind_match(self, left, (y, yt)).map(Some);
+            }
+            Some(_) if f == PathFunc::MatchOp => {
+                return crate::expr::textsearch::bind_match(self, (x, xt), (y, yt)).map(Some);
+            }
             _ => return Err(SqlError::unsupported(format!("operator {op} on {}", name_of(xt)))),
         };
         let y = path_arg(y, yt, &|| SqlError::undefined_operator(&format!("jsonb {op} {}", name_of(yt))))?;

@@ -100,6 +100,7 @@ impl Binder<'_> {
                 Ok((Expr::Func(crate::expr::Func::ByteaConcat, vec![x, y]), Some(DataType::Bytea)))
             }
             B::StringConcat => {
+                refuse_text_search_concat(xt, yt)?;
                 let stringy = |t: Ty| t.is_none_or(|t| category(t) == Category::String);
                 if !stringy(xt) && !stringy(yt) {
                     return Err(SqlError::undefined_operator(&format!(
@@ -450,4 +451,14 @@ fn untyped_addend(op: ArithOp, t: DataType) -> DataType {
 /// date/timestamp ± interval is a timestamp; timestamptz ± interval a timestamptz.
 fn instant_type(t: DataType) -> DataType {
     if matches!(t, DataType::TimestampTz(_)) { DataType::TimestampTz(None) } else { DataType::Timestamp(None) }
+}
+
+/// `tsvector || 'literal'` is tsvector_concat (tsquery's: a query's `|`),
+/// not text concatenation; against a typed text it is the text's (anytextcat).
+fn refuse_text_search_concat(xt: Ty, yt: Ty) -> Result<()> {
+    let ts = |t: Ty| t.is_some_and(value::types::is_text_search);
+    if (ts(xt) && (yt.is_none() || ts(yt))) || (ts(yt) && xt.is_none()) {
+        return Err(SqlError::unsupported("|| of tsvector or tsquery values"));
+    }
+    Ok(())
 }

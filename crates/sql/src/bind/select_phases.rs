@@ -196,6 +196,9 @@ impl Binder<'_> {
         if bound.1 == Some(DataType::Json) {
             return Err(json_no_operator("equality"));
         }
+        if bound.1.is_some_and(crate::value::types::is_text_search) {
+            return Err(SqlError::unsupported("GROUP BY on tsvector or tsquery values"));
+        }
         Ok(bound.0)
     }
 
@@ -420,6 +423,13 @@ pub(super) fn check_json_operators(
     order_by: &[SortKey],
 ) -> Result<()> {
     let columns = &list.columns;
+    let text_search = |c: usize| columns[c].ty.is_some_and(crate::value::types::is_text_search);
+    if order_by.iter().any(|k| text_search(k.column))
+        || (distinct && (0..list.visible).any(text_search))
+        || distinct_on.iter().any(|&c| text_search(c))
+    {
+        return Err(SqlError::unsupported("sorting or DISTINCT on tsvector or tsquery values"));
+    }
     if order_by.iter().any(|k| columns[k.column].ty == Some(DataType::Json)) {
         return Err(json_no_operator("ordering"));
     }

@@ -78,6 +78,8 @@ pub static BUILTIN_TYPES: &[BuiltinType] = &[
     BuiltinType::new(2249, "record", -1, false, "P", "d", "x", 2287, 0, 0),
     BuiltinType::new(2278, "void", 4, true, "P", "i", "p", 0, 0, 0),
     BuiltinType::new(2950, "uuid", 16, false, "U", "c", "p", 2951, 0, 0),
+    BuiltinType::new(3614, "tsvector", -1, false, "U", "i", "x", 3643, 0, 0),
+    BuiltinType::new(3615, "tsquery", -1, false, "U", "i", "x", 3645, 0, 0),
     BuiltinType::new(3802, "jsonb", -1, false, "U", "i", "x", 3807, 0, 0),
     BuiltinType::new(4089, "regnamespace", 4, true, "N", "i", "p", 4090, 0, 0),
     BuiltinType::new(4096, "regrole", 4, true, "N", "i", "p", 4097, 0, 0),

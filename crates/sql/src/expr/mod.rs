@@ -17,7 +17,7 @@ pub(crate) mod jsonpath_eval;
 
 pub use functions::{
     ArrayFunc, BitOp, Builtin, DateField, Func, SeqFunc, SysFunc, Volatility, eval_array, extract_call, oid_in,
-    registry,
+    registry, textsearch,
 };
 
 use crate::catalog::SysCtx;

@@ -17,6 +17,7 @@ pub(crate) fn default_settings() -> HashMap<String, String> {
         ("application_name", ""),
         ("client_encoding", "UTF8"),
         ("datestyle", "ISO, MDY"),
+        ("default_text_search_config", "pg_catalog.english"),
         ("default_transaction_isolation", "read committed"),
         ("default_transaction_read_only", "off"),
         ("extra_float_digits", "1"),
@@ -86,6 +87,11 @@ pub(crate) fn normalize_setting(key: &str, value: &str) -> Result<String> {
             "UTF8".to_owned()
         }
         "datestyle" => crate::tz::normalize_datestyle(value, "ISO, MDY")?,
+        // The text search functions read english as the default (expr/functions/textsearch.rs).
+        "default_text_search_config" => match value.trim().to_ascii_lowercase().as_str() {
+            "english" | "pg_catalog.english" => "pg_catalog.english".to_owned(),
+            _ => return Err(SqlError::unsupported(format!("default_text_search_config = {value}"))),
+        },
         "extra_float_digits" => {
             let n: i32 = value
                 .trim()

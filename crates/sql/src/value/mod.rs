@@ -32,6 +32,8 @@ pub mod numeric_transcendental;
 mod numeric_wide;
 pub mod time;
 pub mod timetz;
+pub mod tsearch;
+pub mod tsquery;
 pub mod types;
 pub mod uuid;
 pub(crate) use bool_in::parse_bool;
@@ -70,6 +72,8 @@ pub enum Category {
     Jsonb,
     /// 'A': one-dimensional arrays (`crate::value::array`).
     Array,
+    /// tsvector and tsquery ('U'): nothing converts to or from them implicitly.
+    TextSearch,
 }
 
 pub fn category(ty: DataType) -> Category {
@@ -81,6 +85,7 @@ pub fn category(ty: DataType) -> Category {
         | DataType::Numeric { .. }
         | DataType::Float4
         | DataType::Float8 => Category::Numeric,
+        _ if types::is_text_search(ty) => Category::TextSearch,
         DataType::Text | DataType::Varchar(_) | DataType::Char(_) => Category::String,
         DataType::Date | DataType::Timestamp(_) | DataType::TimestampTz(_) => Category::DateTime,
         DataType::Time(_) => Category::Time,
@@ -119,6 +124,8 @@ pub fn type_name(ty: DataType) -> &'static str {
         DataType::Float4 => "real",
         DataType::Float8 => "double precision",
         DataType::Text => "text",
+        types::TSVECTOR => "tsvector",
+        types::TSQUERY => "tsquery",
         DataType::Varchar(_) => "character varying",
         DataType::Char(_) => "character",
         DataType::Bytea => "bytea",

@@ -195,7 +195,21 @@ impl Elem {
 
 /// True for the SQL-layer-only types, which must not reach storage.
 pub fn is_pseudo(ty: DataType) -> bool {
-    RegKind::of(ty).is_some() || Elem::of(ty).is_some() || expand_record_elem(ty).is_some() || ty == COMPOSITE_ATTR
+    RegKind::of(ty).is_some()
+        || Elem::of(ty).is_some()
+        || expand_record_elem(ty).is_some()
+        || ty == COMPOSITE_ATTR
+        || is_text_search(ty)
+}
+
+/// `tsvector` and `tsquery`, carried as their text forms (value/tsearch.rs,
+/// value/tsquery.rs). Their category is their own, so no string function
+/// or operator takes them; comparisons and sorting are refused.
+pub const TSVECTOR: DataType = DataType::Varchar(EXPAND_RECORD_TAG_BASE + 17);
+pub const TSQUERY: DataType = DataType::Varchar(EXPAND_RECORD_TAG_BASE + 18);
+
+pub fn is_text_search(ty: DataType) -> bool {
+    ty == TSVECTOR || ty == TSQUERY
 }
 
 /// The type of a column json[b]_populate_record[set] gives an attribute

@@ -21,6 +21,8 @@ pub(super) const DEFS: &[FunctionDef] = &[
             // The argument's type is known when binding: a constant regtype.
             let oid = match call.args[0].1 {
                 None => 705,
+                Some(crate::value::types::TSVECTOR) => 3614,
+                Some(crate::value::types::TSQUERY) => 3615,
                 Some(t) => match (Elem::of(t), RegKind::of(t)) {
                     (Some(e), _) => e.type_oid(),
                     (_, Some(k)) => k.type_oid(),

@@ -18,6 +18,7 @@ mod regex;
 pub mod registry;
 mod strings;
 mod system;
+pub mod textsearch;
 
 use pgtier_engine::Value;
 

@@ -187,7 +187,7 @@ impl FunctionDef {
 }
 
 /// Every family's definitions.
-fn families() -> [&'static [FunctionDef]; 8] {
+fn families() -> [&'static [FunctionDef]; 9] {
     [
         super::strings::DEFS,
         super::binary::DEFS,
@@ -197,6 +197,7 @@ fn families() -> [&'static [FunctionDef]; 8] {
         super::interval_fns::DEFS,
         super::conditional::DEFS,
         super::misc::DEFS,
+        super::textsearch::DEFS,
     ]
 }
 
