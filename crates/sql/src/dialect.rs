@@ -361,6 +361,95 @@ fn parse_substring_similar(parser: &mut Parser, like: u8) -> Result<Expr, Parser
     }))
 }
 
+/// `CREATE [OR REPLACE] RULE name AS ON event TO table [WHERE cond] DO
+/// [ALSO | INSTEAD] {NOTHING | action | (action; ...)}`, which sqlparser
+/// lacks, spelled as a `CreateTrigger` no CREATE TRIGGER text gives
+/// (`statements_as` without a body to execute, as only MsSql's `AS` sets
+/// it): `period` InsteadOf for INSTEAD, `statements` the actions (none for
+/// NOTHING). ON SELECT is not parsed (0A000 by `parse::unsupported_form`).
+pub(crate) fn is_rule(c: &sqlparser::ast::CreateTrigger) -> bool {
+    c.statements_as && c.exec_body.is_none()
+}
+
+fn parse_create_rule(parser: &mut Parser) -> Result<Statement, ParserError> {
+    use sqlparser::ast::{ConditionalStatements, CreateTrigger, TriggerEvent, TriggerPeriod};
+    parser.expect_keyword_is(Keyword::CREATE)?;
+    let or_replace = parser.parse_keywords(&[Keyword::OR, Keyword::REPLACE]);
+    parser.expect_keyword_is(Keyword::RULE)?;
+    let name = parser.parse_object_name(false)?;
+    parser.expect_keywords(&[Keyword::AS, Keyword::ON])?;
+    let event = match parser.expect_one_of_keywords(&[Keyword::INSERT, Keyword::UPDATE, Keyword::DELETE])? {
+        Keyword::INSERT => TriggerEvent::Insert,
+        Keyword::UPDATE => TriggerEvent::Update(Vec::new()),
+        _ => TriggerEvent::Delete,
+    };
+    parser.expect_keyword_is(Keyword::TO)?;
+    let table_name = parser.parse_object_name(false)?;
+    let condition = if parser.parse_keyword(Keyword::WHERE) { Some(parser.parse_expr()?) } else { None };
+    parser.expect_keyword_is(Keyword::DO)?;
+    let instead = parser.parse_keyword(Keyword::INSTEAD);
+    if !instead && matches!(parser.peek_token_ref().token, Token::Word(ref w) if w.value.eq_ignore_ascii_case("also")) {
+        parser.advance_token();
+    }
+    let mut statements = Vec::new();
+    if parser.parse_keyword(Keyword::NOTHING) {
+    } else if parser.consume_token(&Token::LParen) {
+        loop {
+            while parser.consume_token(&Token::SemiColon) {}
+            if parser.consume_token(&Token::RParen) {
+                break;
+            }
+            statements.push(parser.parse_statement()?);
+        }
+    } else {
+        statements.push(parser.parse_statement()?);
+    }
+    Ok(Statement::CreateTrigger(CreateTrigger {
+        or_alter: false,
+        temporary: false,
+        or_replace,
+        is_constraint: false,
+        name,
+        period: Some(if instead { TriggerPeriod::InsteadOf } else { TriggerPeriod::After }),
+        period_before_table: false,
+        events: vec![event],
+        table_name,
+        referenced_table_name: None,
+        referencing: Vec::new(),
+        trigger_object: None,
+        condition,
+        exec_body: None,
+        statements_as: true,
+        statements: Some(ConditionalStatements::Sequence { statements }),
+        characteristics: None,
+    }))
+}
+
+/// `DROP RULE [IF EXISTS] name ON table [RESTRICT]`, spelled as a
+/// `DropTrigger` whose option is NO ACTION (no DROP TRIGGER text gives it).
+fn parse_drop_rule(parser: &mut Parser) -> Result<Statement, ParserError> {
+    parser.expect_keywords(&[Keyword::DROP, Keyword::RULE])?;
+    let if_exists = parser.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+    let trigger_name = parser.parse_object_name(false)?;
+    parser.expect_keyword_is(Keyword::ON)?;
+    let table_name = Some(parser.parse_object_name(false)?);
+    if parser.parse_keyword(Keyword::CASCADE) {
+        return parser.expected_ref("end of statement", parser.peek_token_ref());
+    }
+    let _ = parser.parse_keyword(Keyword::RESTRICT);
+    Ok(Statement::DropTrigger(sqlparser::ast::DropTrigger {
+        if_exists,
+        trigger_name,
+        table_name,
+        option: Some(sqlparser::ast::ReferentialAction::NoAction),
+    }))
+}
+
+/// A `DropTrigger` that is DROP RULE (`parse_drop_rule`).
+pub(crate) fn is_drop_rule(d: &sqlparser::ast::DropTrigger) -> bool {
+    matches!(d.option, Some(sqlparser::ast::ReferentialAction::NoAction))
+}
+
 impl Dialect for PgDialect {
     fn dialect(&self) -> std::any::TypeId {
         self.0.dialect()
@@ -376,6 +465,16 @@ impl Dialect for PgDialect {
             && matches!(parser.peek_nth_token_ref(1).token, Token::Word(ref w) if w.keyword == Keyword::DOMAIN)
         {
             return Some(parse_create_domain(parser));
+        }
+        let rule_at = |parser: &Parser, k: usize| matches!(parser.peek_nth_token_ref(k).token, Token::Word(ref w) if w.keyword == Keyword::RULE);
+        if parser.peek_keyword(Keyword::CREATE)
+            && (rule_at(parser, 1) || rule_at(parser, 3))
+            && let Some(rule) = parser.maybe_parse(parse_create_rule).transpose()
+        {
+            return Some(rule);
+        }
+        if parser.peek_keyword(Keyword::DROP) && rule_at(parser, 1) {
+            return Some(parse_drop_rule(parser));
         }
         if parser.peek_keyword(Keyword::CREATE) {
             // Not one of its forms: rewound, and left to sqlparser.
@@ -1100,7 +1199,7 @@ mod tests {
                     || upper.starts_with("RESET SESSION AUTHORIZATION")
                     || ((upper.starts_with("GRANT") || upper.starts_with("REVOKE")) && !upper.contains(" ON "));
                 // And CREATE DOMAIN (NOT NULL and NULL, which sqlparser lacks),
-                // VACUUM, TABLE name and op ANY/ALL (VALUES ...).
+                // VACUUM, TABLE name, op ANY/ALL (VALUES ...) and CREATE / DROP RULE.
                 let own_form = role_form
                     || upper.starts_with("VACUUM")
                     || upper.starts_with("TABLE ")
@@ -1108,6 +1207,9 @@ mod tests {
                     || upper.starts_with("CREATE DOMAIN")
                     || upper.starts_with("RESET TIME ZONE")
                     || upper.starts_with("SET CONSTRAINTS")
+                    || upper.starts_with("DROP RULE")
+                    || upper.starts_with("CREATE RULE")
+                    || upper.starts_with("CREATE OR REPLACE RULE")
                     || upper.contains("INTERVAL(")
                     || upper.contains("VARIADIC ")
                     || (upper.contains("SUBSTRING") && upper.contains(" SIMILAR "))

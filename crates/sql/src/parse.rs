@@ -55,7 +55,8 @@ fn parse_bounded(sql: &str) -> Result<Vec<Statement>, ParserError> {
 /// What a text that failed to parse is, when PostgreSQL 15 takes it and
 /// pgtier lacks it: its name for a 0A000 refusal instead of sqlparser's
 /// syntax error (42601 says the text is wrong, which it is not). CREATE
-/// [OR REPLACE] RULE, DROP RULE, and UPDATE's subscripted assignment
+/// [OR REPLACE] RULE dialect.rs does not read (ON SELECT), DROP RULE,
+/// and UPDATE's subscripted assignment
 /// (`SET a[2] = ...`, `SET j['k'] = ...`). Only a text of one statement.
 pub fn unsupported_form(sql: &str) -> Option<&'static str> {
     let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize().ok()?;

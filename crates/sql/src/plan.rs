@@ -989,6 +989,28 @@ pub enum Plan {
         name: String,
         if_exists: bool,
     },
+    /// CREATE [OR REPLACE] RULE `name` on the relation named `table`.
+    CreateRule {
+        table: String,
+        name: String,
+        doc: crate::catalog::rules::RuleDoc,
+        replace: bool,
+    },
+    /// DROP RULE [IF EXISTS] (`table` empty: the relation does not exist).
+    DropRule {
+        table: String,
+        name: String,
+        if_exists: bool,
+    },
+    /// An INSERT / UPDATE / DELETE as its relation's rules rewrote it
+    /// (bind/rules.rs): the statements in PostgreSQL's order, each seeing
+    /// the ones before; the command tag is `tag`'s, the count and rows
+    /// those of `plans[result]` (none: 0 and no rows).
+    Rules {
+        plans: Vec<Plan>,
+        result: Option<usize>,
+        tag: &'static str,
+    },
     /// DROP FUNCTION [IF EXISTS] name[(types)], ...: each name with its
     /// argument types when they were given.
     DropFunction {
@@ -1210,6 +1232,13 @@ impl Prepared {
                 Plan::Delete(d) => &d.columns[..],
                 _ => &[],
             }),
+            Plan::Rules { plans, result: Some(k), .. } => match &plans[*k] {
+                Plan::Select(s) => &s.columns[..s.visible],
+                Plan::Insert(i) => &i.columns,
+                Plan::Update(u) => &u.columns,
+                Plan::Delete(d) => &d.columns,
+                _ => &[],
+            },
             Plan::Explain { columns, .. } => columns,
             _ => &[],
         }

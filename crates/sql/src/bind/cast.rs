@@ -297,7 +297,7 @@ pub(super) fn finish_plan_output(plan: &mut crate::plan::Plan) {
     use crate::plan::Plan;
     let (returning, columns) = match plan {
         Plan::Select(s) => return finish_output(s),
-        Plan::Partitioned(plans) => return plans.iter_mut().for_each(finish_plan_output),
+        Plan::Partitioned(plans) | Plan::Rules { plans, .. } => return plans.iter_mut().for_each(finish_plan_output),
         Plan::Insert(p) => (&mut p.returning, &mut p.columns),
         Plan::Update(p) => (&mut p.returning, &mut p.columns),
         Plan::Delete(p) => (&mut p.returning, &mut p.columns),

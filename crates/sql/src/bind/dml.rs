@@ -29,6 +29,9 @@ impl InsertSource {
 
 impl Binder<'_> {
     pub(super) fn insert(&mut self, i: &ast::Insert) -> Result<Plan> {
+        if let Some(plan) = self.apply_rules(super::rules::Original::Insert(i))? {
+            return Ok(plan);
+        }
         if i.or.is_some()
             || i.ignore
             || i.overwrite
@@ -379,6 +382,9 @@ impl Binder<'_> {
     }
 
     pub(super) fn update(&mut self, u: &ast::Update) -> Result<Plan> {
+        if let Some(plan) = self.apply_rules(super::rules::Original::Update(u))? {
+            return Ok(plan);
+        }
         if u.or.is_some() || !u.order_by.is_empty() || u.limit.is_some() || u.output.is_some() {
             return Err(SqlError::unsupported("UPDATE with ORDER BY/LIMIT"));
         }
@@ -440,6 +446,9 @@ impl Binder<'_> {
     }
 
     pub(super) fn delete(&mut self, d: &ast::Delete) -> Result<Plan> {
+        if let Some(plan) = self.apply_rules(super::rules::Original::Delete(d))? {
+            return Ok(plan);
+        }
         if !d.order_by.is_empty() || d.limit.is_some() || !d.tables.is_empty() || d.output.is_some() {
             return Err(SqlError::unsupported("DELETE with ORDER BY/LIMIT"));
         }

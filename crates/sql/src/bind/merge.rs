@@ -34,6 +34,7 @@ impl Binder<'_> {
             }
         }
         let table = self.table(name)?;
+        self.refuse_merge_rules(&table)?;
         writable(&table)?;
         super::dml_from::refuse_triggers(self, &table, "MERGE")?;
         self.refuse_cascaded_triggers(&table)?;

@@ -35,6 +35,7 @@ mod plpgsql;
 mod recursive;
 mod relation_names;
 mod roles;
+mod rules;
 mod schema;
 mod select;
 mod select_phases;
@@ -72,7 +73,8 @@ pub fn bind_statement(
     let view_path = default_path.as_ref().unwrap_or(path);
     let mut b = Binder { top_with: top_with(stmt), ..Binder::new(catalog, rows, path, view_path) };
     let mut plan = b.statement(stmt)?;
-    if !b.modifying.is_empty() && !matches!(plan, Plan::Select(_) | Plan::Insert(_) | Plan::Update(_) | Plan::Delete(_))
+    if !b.modifying.is_empty()
+        && !matches!(plan, Plan::Select(_) | Plan::Insert(_) | Plan::Update(_) | Plan::Delete(_) | Plan::Rules { .. })
     {
         return Err(SqlError::unsupported("a data-modifying WITH query in SELECT INTO"));
     }
@@ -134,6 +136,9 @@ impl<'c> Binder<'c> {
             perms: Vec::new(),
             perm_view: None,
             insert_table: None,
+            rule_stack: Vec::new(),
+            rules_skip: None,
+            modifying_cte: false,
             top_with: 0,
             touched: modifying::Touched::default(),
             modifying: Vec::new(),
@@ -312,6 +317,14 @@ pub(crate) struct Binder<'c> {
     /// The table an INSERT now bound writes: the type of a subscripted
     /// target's NULL base (`Binder::subscript_assign`).
     pub(crate) insert_table: Option<Arc<TableSchema>>,
+    /// Relations and events whose rules are being applied (rules.rs):
+    /// an action firing them again is PostgreSQL's infinite recursion.
+    pub(crate) rule_stack: Vec<(String, crate::catalog::rules::RuleEvent)>,
+    /// The relation whose rules the statement bound next skips: it is
+    /// the original statement of their rewrite.
+    pub(crate) rules_skip: Option<String>,
+    /// The statement bound next is a data-modifying WITH query's.
+    pub(crate) modifying_cte: bool,
 }
 
 /// A WITH query. Each reference binds its query again, as a subquery in
@@ -442,6 +455,8 @@ impl<'c> Binder<'c> {
         match stmt {
             ast::Statement::CreateFunction(f) => self.create_function(f),
             ast::Statement::DropFunction(d) => self.drop_function(d),
+            ast::Statement::CreateTrigger(c) if crate::dialect::is_rule(c) => self.create_rule(c),
+            ast::Statement::DropTrigger(d) if crate::dialect::is_drop_rule(d) => self.drop_rule(d),
             ast::Statement::CreateTrigger(c) => self.create_trigger(c),
             ast::Statement::DropTrigger(d) => self.drop_trigger(d),
             _ => Err(SqlError::new("XX000", "not a function or trigger statement")),

@@ -169,10 +169,16 @@ impl Binder<'_> {
         let (ast::SetExpr::Insert(s) | ast::SetExpr::Update(s) | ast::SetExpr::Delete(s)) = q.body.as_ref() else {
             return Err(SqlError::new("0A000", "MERGE not supported in WITH query"));
         };
-        match &q.with {
+        self.modifying_cte = true;
+        let plan = match &q.with {
             None => self.statement(s),
-            Some(with) => self.with_scope(with, &s.to_string(), |b| b.statement(s)),
-        }
+            Some(with) => self.with_scope(with, &s.to_string(), |b| {
+                b.modifying_cte = true;
+                b.statement(s)
+            }),
+        };
+        self.modifying_cte = false;
+        plan
     }
 
     /// Records what a statement needing `needed` on relation `name` reads

@@ -19,6 +19,7 @@ mod pg_type;
 mod relations;
 pub mod roles;
 mod rows;
+pub mod rules;
 mod schemas;
 pub mod search_path;
 pub mod triggers;

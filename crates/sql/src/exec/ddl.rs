@@ -268,6 +268,7 @@ impl Exec<'_> {
         }
         for v in self.views_to_drop(&pending, kind, cascade)? {
             self.txn.drop_table(&v)?;
+            self.drop_rules_of(&v)?;
         }
         // Children first, so a statement dropping a parent with its children works.
         while !pending.is_empty() {
@@ -284,6 +285,7 @@ impl Exec<'_> {
             for t in crate::catalog::triggers::triggers_of(self.txn.catalog(), &name) {
                 self.txn.drop_table(&t.schema.name)?;
             }
+            self.drop_rules_of(&name)?;
             // A partition dropped alone leaves its partitioned table's list.
             if let Some((parent, mut spec, k)) = partitions::parent_of(self.txn.catalog(), &name) {
                 spec.partitions.remove(k);

@@ -151,4 +151,63 @@ impl Exec<'_> {
         }
         Err(SqlError::new("42704", message))
     }
+
+    /// CREATE [OR REPLACE] RULE: 42710 for an existing name on the
+    /// relation without OR REPLACE.
+    pub fn create_rule(
+        &mut self,
+        table: &str,
+        name: &str,
+        doc: &crate::catalog::rules::RuleDoc,
+        replace: bool,
+    ) -> Result<()> {
+        use crate::catalog::rules::{encode, rule_table_def, rule_table_name};
+        self.touch_table(table)?;
+        let stored = rule_table_name(table, name);
+        match self.txn.catalog().table_by_name(&stored).cloned() {
+            None => {
+                self.txn.create_table(&rule_table_def(table, name, doc)?)?;
+                Ok(())
+            }
+            Some(_) if !replace => Err(SqlError::new(
+                "42710",
+                format!("rule \"{name}\" for relation \"{}\" already exists", crate::names::split(table).1),
+            )),
+            Some(old) => {
+                self.txn.set_annotation(old.id, Some(encode(doc)?))?;
+                Ok(())
+            }
+        }
+    }
+
+    /// DROP RULE [IF EXISTS] name ON table (`table` empty: it does not exist).
+    pub fn drop_rule(&mut self, table: &str, name: &str, if_exists: bool) -> Result<()> {
+        let stored = crate::catalog::rules::rule_table_name(table, name);
+        if !table.is_empty() && self.txn.catalog().table_by_name(&stored).is_some() {
+            self.touch_table(table)?;
+            self.txn.drop_table(&stored)?;
+            return Ok(());
+        }
+        let relation = crate::names::split(table).1;
+        if table.is_empty() {
+            // PostgreSQL's message when the relation is missing too.
+            let message = format!("relation \"{relation}\" does not exist, skipping");
+            self.notices.push(SqlNotice { sqlstate: "00000", message });
+            return Ok(());
+        }
+        let message = format!("rule \"{name}\" for relation \"{relation}\" does not exist");
+        if if_exists {
+            self.notices.push(SqlNotice { sqlstate: "00000", message: format!("{message}, skipping") });
+            return Ok(());
+        }
+        Err(SqlError::new("42704", message))
+    }
+
+    /// A dropped relation's rules go with it (PostgreSQL's dependency).
+    pub(super) fn drop_rules_of(&mut self, table: &str) -> Result<()> {
+        for r in crate::catalog::rules::rules_of(self.txn.catalog(), table) {
+            self.txn.drop_table(&r.schema.name)?;
+        }
+        Ok(())
+    }
 }

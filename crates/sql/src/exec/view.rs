@@ -99,6 +99,7 @@ impl Exec<'_> {
         for n in cascaded.iter().chain(&pending) {
             if self.txn.catalog().table_by_name(n).is_some() {
                 self.txn.drop_table(n)?;
+                self.drop_rules_of(n)?;
             }
         }
         self.prune_acls()

@@ -562,7 +562,12 @@ impl Connection {
             .and_then(|()| run_plan(&mut ex, &prepared.plan, args, out, &mut self.temp.on_commit));
         if !matches!(
             prepared.plan,
-            Plan::Select(_) | Plan::Insert(_) | Plan::Update(_) | Plan::Delete(_) | Plan::Partitioned(_)
+            Plan::Select(_)
+                | Plan::Insert(_)
+                | Plan::Update(_)
+                | Plan::Delete(_)
+                | Plan::Partitioned(_)
+                | Plan::Rules { .. }
         ) {
             out.reset(0);
         }
@@ -756,10 +761,44 @@ fn run_routine(ex: &mut Exec<'_>, plan: &Plan) -> Result<(Tag, u64)> {
         Plan::DropTrigger { table, name, if_exists } => {
             ex.drop_trigger(table, name, *if_exists).map(|()| "DROP TRIGGER")
         }
+        Plan::CreateRule { table, name, doc, replace } => {
+            ex.create_rule(table, name, doc, *replace).map(|()| "CREATE RULE")
+        }
+        Plan::DropRule { table, name, if_exists } => ex.drop_rule(table, name, *if_exists).map(|()| "DROP RULE"),
         Plan::DropFunction { targets, if_exists } => ex.drop_functions(targets, *if_exists).map(|()| "DROP FUNCTION"),
         _ => Err(SqlError::new("XX000", "not a function or trigger statement")),
     }?;
     Ok((Tag::Plain(tag), 0))
+}
+
+/// An INSERT / UPDATE / DELETE as rules rewrote it (`Plan::Rules`).
+fn run_rules(
+    ex: &mut Exec<'_>,
+    plans: &[Plan],
+    result: Option<usize>,
+    tag: &'static str,
+    args: &[Value],
+    out: &mut ResultBuf,
+    temp_on_commit: &mut Vec<(pgtier_engine::TableId, crate::plan::OnCommit)>,
+) -> Result<(Tag, u64)> {
+    let mut done = (Tag::Counted(tag), 0);
+    out.reset(0);
+    for (k, p) in plans.iter().enumerate() {
+        if result == Some(k) {
+            let n = run_plan(ex, p, args, out, temp_on_commit)?.1;
+            // Only a statement of the original's kind sets the count
+            // (PostgreSQL's canSetTag); a SELECT action's rows come with
+            // the original's tag and 0.
+            let same = matches!(
+                (p, tag),
+                (Plan::Insert(_), "INSERT 0") | (Plan::Update(_), "UPDATE") | (Plan::Delete(_), "DELETE")
+            );
+            done.1 = if same { n } else { 0 };
+        } else {
+            run_plan(ex, p, args, &mut ResultBuf::default(), temp_on_commit)?;
+        }
+    }
+    Ok(done)
 }
 
 fn run_plan(
@@ -789,6 +828,7 @@ fn run_plan(
             }
             Ok(done)
         }
+        Plan::Rules { plans, result, tag } => run_rules(ex, plans, *result, tag, args, out, temp_on_commit),
         Plan::AttachPartition { checks, parent, partition, guard, guard_bound, default_name } => {
             for (table, check) in checks {
                 ex.attach_partition(table, check)?;
@@ -859,7 +899,9 @@ fn run_plan(
         | Plan::DropFunction { .. }
         | Plan::CreateTrigger { .. }
         | Plan::AlterTrigger { .. }
-        | Plan::DropTrigger { .. } => run_routine(ex, plan),
+        | Plan::DropTrigger { .. }
+        | Plan::CreateRule { .. }
+        | Plan::DropRule { .. } => run_routine(ex, plan),
         Plan::DropSchema { names, if_exists, cascade } => {
             ex.drop_schemas(names, *if_exists, *cascade).map(|()| (Tag::Plain("DROP SCHEMA"), 0))
         }
