@@ -113,6 +113,13 @@ fn int_overflow() -> SqlError {
     SqlError::new("22003", "integer out of range")
 }
 
+/// An array with lower bounds `lower`, once its upper bounds fit in int4
+/// (ArrayCheckBounds, 54000).
+fn checked(lower: Vec<i32>, items: Vec<Value>) -> Result<Value> {
+    value::array::check_bounds(&lower, &dims(&items))?;
+    Ok(Value::array_with_lower(lower, items))
+}
+
 fn int_arg(v: Option<&Value>) -> Option<i64> {
     v.and_then(Value::as_i64)
 }
@@ -159,7 +166,7 @@ pub(super) fn eval(f: ArrayFunc, vals: Vec<Value>) -> Result<Value> {
             (a, b) if items(a).is_empty() => b.clone(),
             (a, b) if items(b).is_empty() => a.clone(),
             (a, b) if !is_nested(items(a)) && !is_nested(items(b)) => {
-                Value::array_with_lower(parts(a).0.to_vec(), items(a).iter().chain(items(b)).cloned().collect())
+                checked(parts(a).0.to_vec(), items(a).iter().chain(items(b)).cloned().collect())?
             }
             (a, b) => cat_rows(parts(a), parts(b))?,
         },
@@ -168,14 +175,9 @@ pub(super) fn eval(f: ArrayFunc, vals: Vec<Value>) -> Result<Value> {
         }
         ArrayFunc::Append => {
             let (lower, a) = parts(arg(0));
-            if !lower.is_empty()
-                && i64::from(lower[0]) + i64::try_from(a.len()).unwrap_or(i64::MAX) > i64::from(i32::MAX)
-            {
-                return Err(int_overflow());
-            }
             let mut out = a.to_vec();
             out.push(arg(1).clone());
-            Value::array_with_lower(lower.to_vec(), out)
+            checked(lower.to_vec(), out)?
         }
         ArrayFunc::Prepend => {
             // array_prepend keeps the array's lower bound.
@@ -356,7 +358,7 @@ fn cat_rows((la, a): (&[i32], &[Value]), (lb, b): (&[i32], &[Value])) -> Result<
     if dims(&out).len() > DIMS_MAX {
         return Err(too_many_dims(dims(&out).len()));
     }
-    Ok(Value::array_with_lower(lower, out))
+    checked(lower, out)
 }
 
 /// array_ndims, array_dims, array_length / lower / upper of a dimension.
