@@ -82,7 +82,10 @@ pub(crate) fn encode_column(out: &mut Vec<u8>, value: ValueRef<'_>, ty: DataType
                 DataType::Array(e) => e.get(),
                 _ => DataType::Text,
             };
-            for v in a.to_vec() {
+            // Only arrays with lower bounds 1 reach a key (see writes.rs
+            // refuse_nested_keys).
+            let whole = a.to_value();
+            for v in whole.array_parts().map_or(&[][..], |(_, items)| items) {
                 // A multidimensional array's rows are arrays of `ty`.
                 let t = if matches!(v, Value::Array(_)) { ty } else { elem };
                 encode_column(out, v.as_ref(), t, true);

@@ -85,9 +85,9 @@ pub use stats::{DbStats, TableStats};
 pub use stream::{Change, CommitStream, CommittedTxn, RowChange};
 pub use transaction::{CommitInfo, Transaction, wall_clock_us};
 pub use types::{
-    ArrayRef, DATE_INFINITY, DATE_NEG_INFINITY, DataType, ElemType, Interval, NUMERIC_PRECISION_MAX, NUMERIC_SCALE_MAX,
-    NUMERIC_UNCONSTRAINED, Numeric, TIME_PRECISION_MAX, TIMESTAMP_INFINITY, TIMESTAMP_NEG_INFINITY, Value, ValueRef,
-    civil_from_days, coerce, days_from_civil, round_to_precision, write_array_element,
+    ArrayRef, BoundedArray, DATE_INFINITY, DATE_NEG_INFINITY, DataType, ElemType, Interval, NUMERIC_PRECISION_MAX,
+    NUMERIC_SCALE_MAX, NUMERIC_UNCONSTRAINED, Numeric, TIME_PRECISION_MAX, TIMESTAMP_INFINITY, TIMESTAMP_NEG_INFINITY,
+    Value, ValueRef, civil_from_days, coerce, days_from_civil, round_to_precision, write_array_element,
 };
 pub use verify::TableCheck;
 pub use wait_hook::set_wait_hook;

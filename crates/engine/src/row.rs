@@ -355,9 +355,9 @@ fn var_len(v: &Value) -> usize {
         Value::Text(s) | Value::Json(s) | Value::Jsonb(s) => s.len(),
         Value::Bytea(b) => b.len(),
         // Encoded twice per write (length, then bytes); arrays are never on the PK-lookup path.
-        Value::Array(items) => {
+        Value::Array(_) | Value::BoundedArray(_) => {
             let mut out = Vec::new();
-            crate::array::encode(items, &mut out);
+            crate::array::encode_any(v, &mut out);
             out.len()
         }
         _ => 0,
@@ -368,7 +368,7 @@ fn write_var(v: &Value, out: &mut Vec<u8>) {
     match v {
         Value::Text(s) | Value::Json(s) | Value::Jsonb(s) => out.extend_from_slice(s.as_bytes()),
         Value::Bytea(b) => out.extend_from_slice(b),
-        Value::Array(items) => crate::array::encode(items, out),
+        Value::Array(_) | Value::BoundedArray(_) => crate::array::encode_any(v, out),
         _ => {}
     }
 }
@@ -388,6 +388,7 @@ fn write_fixed(out: &mut [u8], value: &Value) {
         | Value::Json(_)
         | Value::Jsonb(_)
         | Value::Array(_)
+        | Value::BoundedArray(_)
         | Value::NumericBig(_) => {}
         Value::Bool(v) => put(&[u8::from(*v)]),
         Value::Int2(v) => put(&v.to_le_bytes()),
@@ -488,10 +489,10 @@ pub(crate) fn encode_value(w: &mut Writer<'_>, v: &Value) {
             w.u8(17);
             w.str(s);
         }
-        Value::Array(items) => {
+        Value::Array(_) | Value::BoundedArray(_) => {
             w.u8(18);
             let mut body = Vec::new();
-            crate::array::encode(items, &mut body);
+            crate::array::encode_any(v, &mut body);
             w.bytes(&body);
         }
         Value::NumericBig(b) => {
@@ -542,7 +543,7 @@ pub(crate) fn decode_value(r: &mut Reader<'_>) -> Result<Value> {
         }),
         16 => Value::Json(r.str()?),
         17 => Value::Jsonb(r.str()?),
-        18 => Value::Array(crate::array::decode(r.bytes()?)?),
+        18 => crate::array::decode(r.bytes()?)?,
         19 => Value::NumericBig(
             NumericBig::from_bytes(r.bytes()?).ok_or_else(|| EngineError::Corrupt("numeric encoding".into()))?,
         ),

@@ -420,6 +420,18 @@ pub enum Value {
     Jsonb(String),
     /// A one-dimensional array's elements (NULL elements as `Null`).
     Array(Vec<Value>),
+    /// An array with some lower bound other than 1 (`'[0:1]={1,2}'`); one
+    /// whose lower bounds are all 1 is always a `Value::Array` (see
+    /// [`Value::array_with_lower`]), so the common case stays as it was.
+    BoundedArray(Box<BoundedArray>),
+}
+
+/// The lower bounds (one per dimension, not all 1) and the elements (as in
+/// `Value::Array`) of a `Value::BoundedArray`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BoundedArray {
+    pub lower: Vec<i32>,
+    pub items: Vec<Value>,
 }
 
 /// A value borrowed from a stored row: reading a column never allocates.
@@ -453,21 +465,24 @@ pub enum ValueRef<'a> {
 pub enum ArrayRef<'a> {
     Stored(&'a [u8]),
     Values(&'a [Value]),
+    Bounded(&'a BoundedArray),
 }
 
 impl ArrayRef<'_> {
-    pub fn to_vec(self) -> Vec<Value> {
+    /// The owned value: `Value::Array`, or `Value::BoundedArray`.
+    pub fn to_value(self) -> Value {
         match self {
-            // Written only by `array::encode`.
-            ArrayRef::Stored(bytes) => crate::array::decode(bytes).unwrap_or_default(),
-            ArrayRef::Values(items) => items.to_vec(),
+            // Written only by `array::encode_with`.
+            ArrayRef::Stored(bytes) => crate::array::decode(bytes).unwrap_or(Value::Array(Vec::new())),
+            ArrayRef::Values(items) => Value::Array(items.to_vec()),
+            ArrayRef::Bounded(b) => Value::BoundedArray(Box::new(b.clone())),
         }
     }
 }
 
 impl PartialEq for ArrayRef<'_> {
     fn eq(&self, other: &Self) -> bool {
-        self.to_vec() == other.to_vec()
+        self.to_value() == other.to_value()
     }
 }
 
@@ -494,7 +509,7 @@ impl ValueRef<'_> {
             ValueRef::Interval(v) => Value::Interval(v),
             ValueRef::Json(v) => Value::Json(v.to_owned()),
             ValueRef::Jsonb(v) => Value::Jsonb(v.to_owned()),
-            ValueRef::Array(a) => Value::Array(a.to_vec()),
+            ValueRef::Array(a) => a.to_value(),
         }
     }
 }
@@ -523,6 +538,27 @@ impl Value {
             Value::Json(v) => ValueRef::Json(v),
             Value::Jsonb(v) => ValueRef::Jsonb(v),
             Value::Array(items) => ValueRef::Array(ArrayRef::Values(items)),
+            Value::BoundedArray(b) => ValueRef::Array(ArrayRef::Bounded(b)),
+        }
+    }
+
+    /// An array with lower bounds `lower` (one per dimension): a
+    /// `Value::Array` when they are all 1 or it is empty (PostgreSQL's
+    /// empty array has no dimensions, so no bounds).
+    pub fn array_with_lower(lower: Vec<i32>, items: Vec<Value>) -> Value {
+        if items.is_empty() || lower.iter().all(|lb| *lb == 1) {
+            Value::Array(items)
+        } else {
+            Value::BoundedArray(Box::new(BoundedArray { lower, items }))
+        }
+    }
+
+    /// An array value's lower bounds (empty when all are 1) and elements.
+    pub fn array_parts(&self) -> Option<(&[i32], &[Value])> {
+        match self {
+            Value::Array(items) => Some((&[], items)),
+            Value::BoundedArray(b) => Some((&b.lower, &b.items)),
+            _ => None,
         }
     }
 
@@ -597,7 +633,7 @@ impl Value {
             Value::Interval(_) => "interval",
             Value::Json(_) => "json",
             Value::Jsonb(_) => "jsonb",
-            Value::Array(_) => "array",
+            Value::Array(_) | Value::BoundedArray(_) => "array",
         }
     }
 }
@@ -656,8 +692,22 @@ impl fmt::Display for ValueRef<'_> {
             }
             ValueRef::Interval(v) => write_interval(f, *v),
             ValueRef::Array(a) => {
+                let whole = a.to_value();
+                let (lower, items) = whole.array_parts().unwrap_or((&[], &[]));
+                let mut level: &[Value] = items;
+                for lb in lower {
+                    let n = i64::try_from(level.len()).unwrap_or(i64::MAX);
+                    write!(f, "[{lb}:{}]", i64::from(*lb) + n - 1)?;
+                    level = match level.first() {
+                        Some(Value::Array(row)) => row,
+                        _ => &[],
+                    };
+                }
+                if !lower.is_empty() {
+                    f.write_str("=")?;
+                }
                 f.write_str("{")?;
-                for (i, v) in a.to_vec().iter().enumerate() {
+                for (i, v) in items.iter().enumerate() {
                     if i > 0 {
                         f.write_str(",")?;
                     }
@@ -905,6 +955,13 @@ pub fn coerce(value: Value, ty: DataType, column: &str) -> Result<Value> {
         (DataType::Interval, Value::Interval(v)) => Value::Interval(v),
         (DataType::Json, Value::Json(v)) => Value::Json(v),
         (DataType::Jsonb, Value::Jsonb(v)) => Value::Jsonb(v),
+        (DataType::Array(e), Value::BoundedArray(b)) => {
+            let BoundedArray { lower, items } = *b;
+            match coerce(Value::Array(items), DataType::Array(e), column)? {
+                Value::Array(items) => Value::BoundedArray(Box::new(BoundedArray { lower, items })),
+                other => other,
+            }
+        }
         (DataType::Array(e), Value::Array(items)) => {
             // A multidimensional array's rows are arrays of the same type.
             let row_ty = DataType::Array(e);

@@ -257,8 +257,9 @@ fn decode_array(bytes: &[u8], elem: DataType, what: Origin) -> Result<Value, Sql
 }
 
 /// array_send (see [`decode_array`]): a multidimensional array (nested
-/// `Value::Array` rows) as its dimensions and its elements in storage order.
-fn encode_array(items: &[Value], elem: Option<DataType>, out: &mut BytesMut) {
+/// `Value::Array` rows) as its dimensions and its elements in storage
+/// order; `lower` its lower bounds (empty: all 1).
+fn encode_array(lower: &[i32], items: &[Value], elem: Option<DataType>, out: &mut BytesMut) {
     use pgtier_sql::value::array::{dims, leaves};
     let elem_oid = elem.map_or(TEXT, oid);
     let shape = dims(items);
@@ -266,9 +267,9 @@ fn encode_array(items: &[Value], elem: Option<DataType>, out: &mut BytesMut) {
     out.put_i32(i32::try_from(shape.len()).unwrap_or(i32::MAX));
     out.put_i32(i32::from(flat.iter().any(|v| v.is_null())));
     out.put_u32(elem_oid);
-    for len in &shape {
+    for (k, len) in shape.iter().enumerate() {
         out.put_i32(i32::try_from(*len).unwrap_or(i32::MAX));
-        out.put_i32(1);
+        out.put_i32(lower.get(k).copied().unwrap_or(1));
     }
     for v in flat {
         if v.is_null() {
@@ -416,7 +417,10 @@ pub fn encode_binary(v: &Value, ty: Option<DataType>, out: &mut BytesMut) {
             out.put_i32(v.days);
             out.put_i32(v.months);
         }
-        (Value::Array(items), _) => encode_array(items, ty.and_then(pgtier_sql::value::array::elem_type), out),
+        (Value::Array(_) | Value::BoundedArray(_), _) => {
+            let (lower, items) = v.array_parts().unwrap_or((&[], &[]));
+            encode_array(lower, items, ty.and_then(pgtier_sql::value::array::elem_type), out);
+        }
         (Value::Null, _) => {}
     }
 }

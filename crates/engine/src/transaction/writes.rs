@@ -411,9 +411,14 @@ impl Transaction {
 /// A multidimensional array (nested `Value::Array` rows) has no key
 /// encoding in PostgreSQL's array_cmp order (the nested one would order
 /// rows before elements, and its length is not readable without the
-/// nesting): refused in a primary-key or index column.
+/// nesting): refused in a primary-key or index column. So is an array with
+/// a lower bound other than 1, whose key would equal the same elements'
+/// with lower bound 1 (array_eq tells them apart).
 fn refuse_nested_keys<'a>(store: &TableStore, values: impl Iterator<Item = (usize, &'a Value)>) -> Result<()> {
-    let nested = |v: &Value| matches!(v, Value::Array(items) if matches!(items.first(), Some(Value::Array(_))));
+    let nested = |v: &Value| {
+        matches!(v, Value::BoundedArray(_))
+            || matches!(v, Value::Array(items) if matches!(items.first(), Some(Value::Array(_))))
+    };
     let mut meta = None;
     for (col, v) in values {
         if !nested(v) {
@@ -421,9 +426,12 @@ fn refuse_nested_keys<'a>(store: &TableStore, values: impl Iterator<Item = (usiz
         }
         let meta = meta.get_or_insert_with(|| store.meta());
         if store.pk.columns.contains(&col) || meta.indexes.iter().any(|i| i.spec.columns.contains(&col)) {
-            return Err(EngineError::FeatureNotSupported(
-                "multidimensional arrays in a primary key or index column".into(),
-            ));
+            let what = if matches!(v, Value::BoundedArray(_)) {
+                "arrays with a lower bound other than 1"
+            } else {
+                "multidimensional arrays"
+            };
+            return Err(EngineError::FeatureNotSupported(format!("{what} in a primary key or index column")));
         }
     }
     Ok(())

@@ -78,12 +78,16 @@ fn hash_value<H: Hasher>(v: &Value, h: &mut H) {
         // Equal jsonb values ('1.0', '1') share their sort key.
         Value::Jsonb(s) => pgtier_engine::json::sort_key(s).hash(h),
         Value::Json(s) => s.hash(h),
-        Value::Array(items) => {
-            items.len().hash(h);
-            for item in items {
-                hash_value(item, h);
-            }
-        }
+        // Equal arrays have equal lower bounds: the elements suffice.
+        Value::Array(items) => hash_items(items, h),
+        Value::BoundedArray(b) => hash_items(&b.items, h),
+    }
+}
+
+fn hash_items<H: Hasher>(items: &[Value], h: &mut H) {
+    items.len().hash(h);
+    for item in items {
+        hash_value(item, h);
     }
 }
 
@@ -596,6 +600,9 @@ fn finish_collect(call: &AggCall, mut items: Vec<Value>) -> Result<Value> {
     if let AggFunc::Json(agg) = call.func {
         return crate::value::json::finish_agg(agg, &items);
     }
+    if call.func == AggFunc::ArrayAgg && items.iter().any(|v| matches!(v, Value::BoundedArray(_))) {
+        return Err(SqlError::unsupported("array_agg of arrays with a lower bound other than 1"));
+    }
     if call.func == AggFunc::ArrayAgg && matches!(call.ty, pgtier_engine::DataType::Array(_)) {
         return Ok(Value::Array(items));
     }
@@ -731,6 +738,9 @@ pub(crate) mod ordered_set {
     /// fraction, NULL for a group of no rows before any fraction is checked).
     fn by_fraction(args: &[Value], one: fn(&[Value], f64) -> Result<Value>) -> Result<Value> {
         let rows = sorted(args);
+        if matches!(args.get(1), Some(Value::BoundedArray(_))) {
+            return Err(SqlError::unsupported("percentiles of an array with a lower bound other than 1"));
+        }
         let Some(Value::Array(fractions)) = args.get(1) else {
             let p = percentile(args)?;
             return if rows.is_empty() { Ok(Value::Null) } else { one(rows, p) };

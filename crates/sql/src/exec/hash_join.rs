@@ -216,7 +216,14 @@ enum KeyClass {
 fn push_key(v: &Value, out: &mut Vec<u8>) -> Option<KeyClass> {
     Some(match v {
         // Arrays are never hash keys (the planner leaves their columns out); json has no equality.
-        Value::Null | Value::Float4(_) | Value::Float8(_) | Value::Json(_) | Value::Array(_) => return None,
+        Value::Null
+        | Value::Float4(_)
+        | Value::Float8(_)
+        | Value::Json(_)
+        | Value::Array(_)
+        | Value::BoundedArray(_) => {
+            return None;
+        }
         Value::Int2(_) | Value::Int4(_) | Value::Int8(_) => {
             out.extend_from_slice(&v.as_i64()?.to_le_bytes());
             KeyClass::Integer

@@ -101,6 +101,10 @@ impl Exec<'_> {
                     Value::Array(a) if crate::value::array::is_nested(a) => {
                         Some(crate::value::array::leaves(a).into_iter().cloned().collect())
                     }
+                    // unnest ignores the lower bounds.
+                    Value::BoundedArray(b) => {
+                        Some(crate::value::array::leaves(&b.items).into_iter().cloned().collect())
+                    }
                     _ => None,
                 })
                 .collect();
@@ -160,6 +164,8 @@ impl Exec<'_> {
             TableFunc::ExpandArray(elem) => {
                 let items = match &vals[0] {
                     Value::Array(items) => items.clone(),
+                    // Its n counts from 1 whatever the lower bound.
+                    Value::BoundedArray(b) => b.items.clone(),
                     other => types::array_values(other.as_str().unwrap_or(""), *elem)?,
                 };
                 for (k, v) in items.into_iter().enumerate() {

@@ -466,7 +466,13 @@ impl Expr {
                     rows.into_iter().next().unwrap_or(Value::Null)
                 }
                 SubqueryKind::Array(elem) => Value::Text(crate::value::types::array_text(*elem, &sq.run(s, env, row)?)),
-                SubqueryKind::ArrayValue => Value::Array(sq.run(s, env, row)?),
+                SubqueryKind::ArrayValue => {
+                    let rows = sq.run(s, env, row)?;
+                    if rows.iter().any(|v| matches!(v, Value::BoundedArray(_))) {
+                        return Err(SqlError::unsupported("ARRAY() of arrays with a lower bound other than 1"));
+                    }
+                    Value::Array(rows)
+                }
                 SubqueryKind::Call { args, strict, pl } => call_function(s, args, *strict, pl.as_ref(), env, sq, row)?,
                 _ => match self.eval_bool(env, sq, row)? {
                     Some(b) => Value::Bool(b),

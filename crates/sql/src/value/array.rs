@@ -6,8 +6,9 @@
 //! case, unchanged); a multidimensional one is `Value::Array` of its rows,
 //! each a `Value::Array` of the same shape (`'{{1,2},{3,4}}'`): there is
 //! no array of arrays type in PostgreSQL, so the nesting is unambiguous.
-//! Every lower bound is 1: input with explicit bounds (`'[0:1]={1,2}'`) is
-//! refused with 0A000, never answered differently.
+//! An array with some lower bound other than 1 (`'[0:1]={1,2}'`, or one
+//! that subscripted assignment extended below 1) is a
+//! `Value::BoundedArray`: its lower bounds and the same nested elements.
 
 use std::cmp::Ordering;
 
@@ -126,6 +127,117 @@ pub fn parse(text: &str) -> Result<Level> {
     if t.starts_with('[') {
         return Err(SqlError::unsupported("arrays with explicit bounds"));
     }
+    parse_braces(text, t)
+}
+
+/// `parse` of a text that may start with explicit dimensions
+/// (`[0:2][1:3]={...}`, ReadArrayDimensions): the lower bounds (empty
+/// without them) and the elements, whose shape must match them.
+pub fn parse_bounded(text: &str) -> Result<(Vec<i32>, Level)> {
+    let mut t = text.trim_start_matches(is_space);
+    let mut given: Vec<(i32, i64)> = Vec::new();
+    while let Some(rest) = t.strip_prefix('[') {
+        if given.len() >= DIMS_MAX {
+            return Err(too_many_dims(given.len() + 1));
+        }
+        let (lo, hi, rest) = read_dimension(text, rest)?;
+        if hi < lo {
+            return Err(SqlError::new("2202E", "upper bound cannot be less than lower bound"));
+        }
+        given.push((lo, i64::from(hi) - i64::from(lo) + 1));
+        t = rest.trim_start_matches(is_space);
+    }
+    if given.is_empty() {
+        return Ok((Vec::new(), parse_braces(text, t)?));
+    }
+    let Some(rest) = t.strip_prefix('=') else {
+        return Err(malformed(text, "Missing \"=\" after array dimensions."));
+    };
+    let rest = rest.trim_start_matches(is_space);
+    if !rest.starts_with('{') {
+        return Err(malformed(text, "Array contents must start with \"{\"."));
+    }
+    let level = parse_braces(text, rest)?;
+    let shape = level_dims(&level);
+    let expected: Vec<i64> = given.iter().map(|(_, n)| *n).collect();
+    if shape.iter().map(|n| i64::try_from(*n).unwrap_or(i64::MAX)).collect::<Vec<_>>() != expected {
+        return Err(malformed(text, "Specified array dimensions do not match array contents."));
+    }
+    let lower: Vec<i32> = given.into_iter().map(|(lo, _)| lo).collect();
+    check_bounds(&lower, &shape)?;
+    Ok((lower, level))
+}
+
+/// ArrayCheckBounds: every dimension's lower bound plus its length must
+/// fit in int4.
+pub fn check_bounds(lower: &[i32], shape: &[usize]) -> Result<()> {
+    for (lo, n) in lower.iter().zip(shape) {
+        if i64::from(*lo) + i64::try_from(*n).unwrap_or(i64::MAX) > i64::from(i32::MAX) {
+            return Err(SqlError::new("54000", format!("array lower bound is too large: {lo}")));
+        }
+    }
+    Ok(())
+}
+
+/// One `lo:hi]` or `hi]` (its `[` read): lower bound, upper bound, the rest.
+fn read_dimension<'a>(text: &str, s: &'a str) -> Result<(i32, i32, &'a str)> {
+    let number = |s: &'a str| -> (&'a str, &'a str) {
+        let end = s.find(|c: char| !(c.is_ascii_digit() || c == '-' || c == '+')).unwrap_or(s.len());
+        s.split_at(end)
+    };
+    let (first, rest) = number(s);
+    if first.is_empty() {
+        return Err(malformed(text, "\"[\" must introduce explicitly-specified array dimensions."));
+    }
+    let (lo, hi, rest) = match rest.strip_prefix(':') {
+        Some(r) => {
+            let (second, r) = number(r);
+            if second.is_empty() {
+                return Err(malformed(text, "Missing array dimension value."));
+            }
+            (atoi(first)?, atoi(second)?, r)
+        }
+        None => (1, atoi(first)?, rest),
+    };
+    let Some(rest) = rest.strip_prefix(']') else {
+        return Err(malformed(text, "Missing \"]\" after array dimensions."));
+    };
+    Ok((lo, hi, rest))
+}
+
+/// C's atoi on a run of digits and signs: an optional sign, then digits up
+/// to the first non-digit. Beyond int4 C's result is undefined: refused.
+fn atoi(s: &str) -> Result<i32> {
+    let (neg, digits) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let end = digits.find(|c: char| !c.is_ascii_digit()).unwrap_or(digits.len());
+    let mut n: i64 = 0;
+    for c in digits[..end].bytes() {
+        n = n * 10 + i64::from(c - b'0');
+        if n > 1 << 32 {
+            break;
+        }
+    }
+    i32::try_from(if neg { -n } else { n }).map_err(|_| SqlError::unsupported("array dimensions beyond integer"))
+}
+
+/// The dimensions of a parsed text form (none for `{}`).
+fn level_dims(level: &Level) -> Vec<usize> {
+    match level {
+        Level::Items(items) if items.is_empty() => Vec::new(),
+        Level::Items(items) => vec![items.len()],
+        Level::Lists(lists) => {
+            let mut out = vec![lists.len()];
+            out.extend(lists.first().map(level_dims).unwrap_or_default());
+            out
+        }
+    }
+}
+
+fn parse_braces(text: &str, t: &str) -> Result<Level> {
     let Some(body) = t.strip_prefix('{') else {
         return Err(malformed(text, "Array value must start with \"{\" or dimension information."));
     };
@@ -258,7 +370,11 @@ fn parse_item(chars: &mut Chars<'_>, text: &str) -> Result<Option<String>> {
 /// array_in for element type `elem`: a multidimensional array is nested
 /// `Value::Array`s (rectangular, lower bounds 1).
 pub fn array_in(text: &str, elem: DataType) -> Result<Value> {
-    level_value(parse(text)?, elem)
+    let (lower, level) = parse_bounded(text)?;
+    match level_value(level, elem)? {
+        Value::Array(items) => Ok(Value::array_with_lower(lower, items)),
+        other => Ok(other),
+    }
 }
 
 fn level_value(level: Level, elem: DataType) -> Result<Value> {
@@ -319,6 +435,19 @@ pub fn into_leaves(items: Vec<Value>, out: &mut Vec<Value>) {
     }
 }
 
+/// array_out of an array with lower bounds `lower` (none: all 1): the
+/// dimensions first (`[0:1]={1,2}`) when some lower bound is not 1.
+pub fn write_bounded(lower: &[i32], items: &[Value], out: &mut String) {
+    if lower.iter().any(|lb| *lb != 1) && !items.is_empty() {
+        for (lb, n) in lower.iter().zip(dims(items)) {
+            let hi = i64::from(*lb) + i64::try_from(n).unwrap_or(i64::MAX) - 1;
+            out.push_str(&format!("[{lb}:{hi}]"));
+        }
+        out.push('=');
+    }
+    write_array(items, out);
+}
+
 /// array_out: `{1,NULL,"a b"}`.
 pub fn write_array(items: &[Value], out: &mut String) {
     out.push('{');
@@ -362,6 +491,20 @@ pub fn compare(a: &[Value], b: &[Value]) -> Ordering {
             .then_with(|| dims(a).cmp(&dims(b)));
     }
     compare_flat(a.iter(), b.iter()).then_with(|| a.len().cmp(&b.len()))
+}
+
+/// array_cmp of two array values (`Value::Array` or `Value::BoundedArray`):
+/// as [`compare`], then the lower bounds, dimension by dimension (so `=`
+/// is array_eq, which tells `'[0:1]={1,2}'` from `'{1,2}'`).
+pub fn compare_bounded(a: &Value, b: &Value) -> Ordering {
+    let (Some((la, x)), Some((lb, y))) = (a.array_parts(), b.array_parts()) else { return Ordering::Equal };
+    compare(x, y).then_with(|| {
+        let n = dims(x).len();
+        let ones = vec![1; n];
+        let la = if la.is_empty() { &ones[..] } else { la };
+        let lb = if lb.is_empty() { &ones[..] } else { lb };
+        la.cmp(lb)
+    })
 }
 
 fn compare_flat<'a>(a: impl Iterator<Item = &'a Value>, b: impl Iterator<Item = &'a Value>) -> Ordering {
@@ -422,7 +565,13 @@ mod tests {
         }
         assert_eq!(array_in("{{{{{{{1}}}}}}}", DataType::Int4).unwrap_err().sqlstate, "54000");
         assert_eq!(split("{{1},{2}}").unwrap_err().sqlstate, "0A000");
-        assert_eq!(array_in("[0:1]={1,2}", DataType::Int4).unwrap_err().sqlstate, "0A000");
+        let bounded = array_in("[0:1]={1,2}", DataType::Int4).unwrap();
+        assert_eq!(bounded.array_parts(), Some((&[0][..], &[Value::Int4(1), Value::Int4(2)][..])));
+        assert_eq!(out(&bounded), "[0:1]={1,2}");
+        assert_eq!(
+            array_in("[1:2]={1,2}", DataType::Int4).unwrap(),
+            Value::Array(vec![Value::Int4(1), Value::Int4(2)])
+        );
         assert_eq!(array_in("{a}", DataType::Int4).unwrap_err().sqlstate, "22P02");
     }
 

@@ -239,6 +239,8 @@ pub fn from_value(v: &Value) -> Result<Json> {
         }
         Value::Json(_) | Value::Jsonb(_) => tree(v)?.into_jsonb(),
         Value::Array(items) => Json::Array(items.iter().map(from_value).collect::<Result<_>>()?),
+        // to_json(b) ignores an array's lower bounds.
+        Value::BoundedArray(b) => Json::Array(b.items.iter().map(from_value).collect::<Result<_>>()?),
         other => Json::String(scalar_text(other)),
     })
 }
@@ -275,8 +277,10 @@ pub fn write_json_text(v: &Value, out: &mut String) {
             }
         }
         Value::Json(s) | Value::Jsonb(s) => out.push_str(s),
-        // array_to_json's layout: no space after the commas.
-        Value::Array(items) => {
+        // array_to_json's layout: no space after the commas; the lower
+        // bounds do not show.
+        Value::Array(_) | Value::BoundedArray(_) => {
+            let items = v.array_parts().map_or(&[][..], |(_, items)| items);
             out.push('[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
@@ -297,7 +301,7 @@ fn key_text(v: &Value, position: usize, jsonb: bool) -> Result<String> {
         Value::Null if jsonb => Err(SqlError::new("22023", format!("argument {position}: key must not be null"))),
         Value::Null => Err(SqlError::new("22023", format!("argument {position} cannot be null"))
             .with_hint("Object keys should be text.")),
-        Value::Json(_) | Value::Jsonb(_) | Value::Array(_) => {
+        Value::Json(_) | Value::Jsonb(_) | Value::Array(_) | Value::BoundedArray(_) => {
             Err(SqlError::new("22023", "key value must be scalar, not array, composite, or json"))
         }
         Value::Bool(b) => Ok(if *b { "true" } else { "false" }.to_owned()),
@@ -309,7 +313,7 @@ fn key_text(v: &Value, position: usize, jsonb: bool) -> Result<String> {
 fn object_agg_key(v: &Value) -> Result<Value> {
     match v {
         Value::Null => Err(SqlError::new("22023", "field name must not be null")),
-        Value::Json(_) | Value::Jsonb(_) | Value::Array(_) => {
+        Value::Json(_) | Value::Jsonb(_) | Value::Array(_) | Value::BoundedArray(_) => {
             Err(SqlError::new("22023", "key value must be scalar, not array, composite, or json"))
         }
         other => Ok(other.clone()),
@@ -851,11 +855,13 @@ fn build_object(vals: &[Value], jsonb: bool) -> Result<Value> {
 /// dimensions): its number of dimensions, its second dimension's length
 /// and its elements in storage order.
 fn object_array(v: &Value) -> Result<(usize, usize, Vec<Option<String>>)> {
-    let Value::Array(items) = value::array::array_in(v.as_str().unwrap_or("{}"), DataType::Text)? else {
+    let whole = value::array::array_in(v.as_str().unwrap_or("{}"), DataType::Text)?;
+    // json_object ignores the lower bounds.
+    let Some((_, items)) = whole.array_parts() else {
         return Ok((0, 0, Vec::new()));
     };
-    let dims = value::array::dims(&items);
-    let elems = value::array::leaves(&items).into_iter().map(|e| e.as_str().map(str::to_owned)).collect();
+    let dims = value::array::dims(items);
+    let elems = value::array::leaves(items).into_iter().map(|e| e.as_str().map(str::to_owned)).collect();
     Ok((dims.len(), dims.get(1).copied().unwrap_or(0), elems))
 }
 
@@ -1032,7 +1038,7 @@ pub fn finish_agg(agg: JsonAgg, items: &[Value]) -> Result<Value> {
             let mut out = String::from("[");
             for (i, v) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push_str(if matches!(v, Value::Array(_)) { ", \n " } else { ", " });
+                    out.push_str(if matches!(v, Value::Array(_) | Value::BoundedArray(_)) { ", \n " } else { ", " });
                 }
                 write_json_text(v, &mut out);
             }

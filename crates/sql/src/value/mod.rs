@@ -358,7 +358,9 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
         (V::Jsonb(x), V::Jsonb(y)) => pgtier_engine::json::compare(x, y),
         // json has no comparison (the binder refuses it); sorts stay total.
         (V::Json(x), V::Json(y)) => x.cmp(y),
-        (V::Array(x), V::Array(y)) => crate::value::array::compare(x, y),
+        (V::Array(_) | V::BoundedArray(_), V::Array(_) | V::BoundedArray(_)) => {
+            crate::value::array::compare_bounded(a, b)
+        }
         (V::Float4(_) | V::Float8(_), _) | (_, V::Float4(_) | V::Float8(_)) => float_cmp(to_f64(a)?, to_f64(b)?),
         _ => numeric_compare(a, b)?,
     })
@@ -824,6 +826,13 @@ pub fn cast(v: Value, to: DataType, explicit: bool) -> Result<Value> {
         (T::Bytea, Value::Bytea(b)) => Value::Bytea(b),
         (T::Uuid, Value::Uuid(u)) => Value::Uuid(u),
         (T::Array(e), Value::Array(items)) => crate::value::array::cast(items, e.get(), explicit)?,
+        (T::Array(e), Value::BoundedArray(b)) => {
+            let pgtier_engine::BoundedArray { lower, items } = *b;
+            match crate::value::array::cast(items, e.get(), explicit)? {
+                Value::Array(items) => Value::array_with_lower(lower, items),
+                other => other,
+            }
+        }
         // boolean's cast to a string type is booltext ('true'), not its
         // output function ('t').
         (T::Text | T::Varchar(_) | T::Char(_), Value::Bool(b)) => {

@@ -15,6 +15,7 @@ pub fn write_text(v: &Value, out: &mut String) {
         Value::Float8(x) => write_float(*x, false, out),
         Value::Bytea(b) if crate::tz::bytea_escape() => write_bytea_escape(b, out),
         Value::Array(items) => crate::value::array::write_array(items, out),
+        Value::BoundedArray(b) => crate::value::array::write_bounded(&b.lower, &b.items, out),
         // The session's DateStyle and zone (tz.rs); the engine's form is
         // ISO in UTC, and the infinities print as the engine prints them.
         Value::Date(_) | Value::Timestamp(_) | Value::TimestampTz(_)

@@ -2,7 +2,9 @@
 //! with PostgreSQL's NULL rules: most are strict, while `||`,
 //! array_append/prepend/cat take a NULL array as empty, and the element
 //! searches (array_position, array_remove, ...) find NULL elements with IS
-//! NOT DISTINCT FROM. Bounds are always 1 (see `crate::value::array`).
+//! NOT DISTINCT FROM. An array's lower bounds (`Value::BoundedArray`)
+//! count where PostgreSQL's do: subscripts, slices, the dimension
+//! functions, array_position(s), `||` and array_append/prepend, `=`.
 
 use std::cmp::Ordering;
 
@@ -88,10 +90,34 @@ impl ArrayFunc {
 }
 
 fn items(v: &Value) -> &[Value] {
-    match v {
-        Value::Array(items) => items,
-        _ => &[],
-    }
+    parts(v).1
+}
+
+/// An array's lower bounds (empty: all 1) and elements; none for a
+/// non-array.
+fn parts(v: &Value) -> (&[i32], &[Value]) {
+    v.array_parts().unwrap_or((&[], &[]))
+}
+
+/// The lower bound of dimension `k` (0-based).
+fn lower_of(lower: &[i32], k: usize) -> i64 {
+    lower.get(k).map_or(1, |l| i64::from(*l))
+}
+
+/// Lower bounds of `n` dimensions, written out.
+fn lowers(lower: &[i32], n: usize) -> Vec<i32> {
+    (0..n).map(|k| lower.get(k).copied().unwrap_or(1)).collect()
+}
+
+fn int_overflow() -> SqlError {
+    SqlError::new("22003", "integer out of range")
+}
+
+/// An array with lower bounds `lower`, once its upper bounds fit in int4
+/// (ArrayCheckBounds, 54000).
+fn checked(lower: Vec<i32>, items: Vec<Value>) -> Result<Value> {
+    value::array::check_bounds(&lower, &dims(&items))?;
+    Ok(Value::array_with_lower(lower, items))
 }
 
 fn int_arg(v: Option<&Value>) -> Option<i64> {
@@ -124,7 +150,7 @@ pub(super) fn eval(f: ArrayFunc, vals: Vec<Value>) -> Result<Value> {
     Ok(match f {
         ArrayFunc::Any(op, all) => any(op, all, arg(0), arg(1)),
         ArrayFunc::Like { all, negated, case_insensitive } => {
-            let Value::Array(items) = arg(1) else { return Ok(Value::Null) };
+            let Some((_, items)) = arg(1).array_parts() else { return Ok(Value::Null) };
             let elems = if is_nested(items) { leaves(items) } else { items.iter().collect() };
             like_any(all, negated, case_insensitive, arg(0), elems)?
         }
@@ -137,23 +163,31 @@ pub(super) fn eval(f: ArrayFunc, vals: Vec<Value>) -> Result<Value> {
         ArrayFunc::Cat => match (arg(0), arg(1)) {
             (Value::Null, b) => b.clone(),
             (a, Value::Null) => a.clone(),
+            (a, b) if items(a).is_empty() => b.clone(),
+            (a, b) if items(b).is_empty() => a.clone(),
             (a, b) if !is_nested(items(a)) && !is_nested(items(b)) => {
-                Value::Array(items(a).iter().chain(items(b)).cloned().collect())
+                checked(parts(a).0.to_vec(), items(a).iter().chain(items(b)).cloned().collect())?
             }
-            (a, b) => cat_rows(items(a), items(b))?,
+            (a, b) => cat_rows(parts(a), parts(b))?,
         },
-        ArrayFunc::Append | ArrayFunc::Prepend if vals.iter().any(|v| matches!(v, Value::Array(a) if is_nested(a))) => {
+        ArrayFunc::Append | ArrayFunc::Prepend if vals.iter().any(|v| is_nested(items(v))) => {
             return Err(SqlError::new("22000", "argument must be empty or one-dimensional array"));
         }
         ArrayFunc::Append => {
-            let mut out = items(arg(0)).to_vec();
+            let (lower, a) = parts(arg(0));
+            let mut out = a.to_vec();
             out.push(arg(1).clone());
-            Value::Array(out)
+            checked(lower.to_vec(), out)?
         }
         ArrayFunc::Prepend => {
+            // array_prepend keeps the array's lower bound.
+            let (lower, a) = parts(arg(1));
+            if lower.first() == Some(&i32::MIN) {
+                return Err(int_overflow());
+            }
             let mut out = vec![arg(0).clone()];
-            out.extend_from_slice(items(arg(1)));
-            Value::Array(out)
+            out.extend_from_slice(a);
+            Value::array_with_lower(if a.is_empty() { Vec::new() } else { lower.to_vec() }, out)
         }
         ArrayFunc::Cardinality if is_nested(items(arg(0))) => count(leaves(items(arg(0))).len()),
         ArrayFunc::Cardinality => count(items(arg(0)).len()),
@@ -180,24 +214,33 @@ pub(super) fn eval(f: ArrayFunc, vals: Vec<Value>) -> Result<Value> {
 }
 
 /// `a[i][j]...`: NULL unless there is one subscript per dimension, each
-/// within the array.
+/// within the array's bounds.
 fn subscript(vals: &[Value]) -> Value {
-    let mut cur = vals.first().unwrap_or(&Value::Null);
-    for idx in vals.iter().skip(1) {
-        let Value::Array(a) = cur else { return Value::Null };
-        match int_arg(Some(idx)).and_then(|i| usize::try_from(i).ok()).filter(|i| *i >= 1) {
-            Some(i) => cur = a.get(i - 1).unwrap_or(&Value::Null),
-            None => return Value::Null,
+    let Some((lower, items)) = vals.first().and_then(Value::array_parts) else { return Value::Null };
+    let mut level = items;
+    let mut cur: Option<&Value> = None;
+    for (k, idx) in vals.iter().skip(1).enumerate() {
+        if let Some(v) = cur {
+            let Value::Array(row) = v else { return Value::Null };
+            level = row;
         }
+        let at = int_arg(Some(idx)).and_then(|i| usize::try_from(i - lower_of(lower, k)).ok());
+        cur = match at.and_then(|i| level.get(i)) {
+            Some(v) => Some(v),
+            None => return Value::Null,
+        };
     }
-    if matches!(cur, Value::Array(_)) { Value::Null } else { cur.clone() }
+    match cur {
+        Some(Value::Array(_)) | None => Value::Null,
+        Some(v) => v.clone(),
+    }
 }
 
 /// `a[lo:hi][...]` (array_get_slice): each bound clamped to the array, the
 /// dimensions without a subscript taken whole, renumbered from 1; empty
 /// when a range is, or when there are more subscripts than dimensions.
 fn slice(vals: &[Value], n: u8, given: u16) -> Value {
-    let a = items(vals.first().unwrap_or(&Value::Null));
+    let (lower, a) = parts(vals.first().unwrap_or(&Value::Null));
     let shape = dims(a);
     let n = usize::from(n);
     if n > shape.len() || shape.is_empty() {
@@ -206,16 +249,17 @@ fn slice(vals: &[Value], n: u8, given: u16) -> Value {
     let mut args = vals.iter().skip(1);
     let mut ranges = Vec::with_capacity(shape.len());
     for (k, len) in shape.iter().enumerate() {
-        let len = i64::try_from(*len).unwrap_or(i64::MAX);
+        let (lb, len) = (lower_of(lower, k), i64::try_from(*len).unwrap_or(i64::MAX));
+        let ub = lb + len - 1;
         let mut bound = |bit: usize, default: i64| {
             if k < n && given & (1 << bit) != 0 { int_arg(args.next()).unwrap_or(default) } else { default }
         };
-        let lo = bound(2 * k, 1).max(1);
-        let hi = bound(2 * k + 1, len).min(len);
+        let lo = bound(2 * k, lb).max(lb);
+        let hi = bound(2 * k + 1, ub).min(ub);
         if lo > hi {
             return Value::Array(Vec::new());
         }
-        ranges.push((usize::try_from(lo - 1).unwrap_or(0), usize::try_from(hi).unwrap_or(0)));
+        ranges.push((usize::try_from(lo - lb).unwrap_or(0), usize::try_from(hi - lb + 1).unwrap_or(0)));
     }
     Value::Array(slice_rows(a, &ranges))
 }
@@ -240,16 +284,18 @@ fn mismatched_rows() -> SqlError {
 /// more dimension, all of one shape; NULL and empty rows only all together
 /// (an empty array).
 fn make_rows(vals: Vec<Value>) -> Result<Value> {
-    let mut shape: Option<Vec<usize>> = None;
+    // The rows' dimensions and lower bounds (ExecEvalArrayExpr compares both).
+    let mut shape: Option<(Vec<usize>, Vec<i32>)> = None;
     let mut empty = false;
     for v in &vals {
-        match v {
-            Value::Array(a) if !a.is_empty() => {
+        match parts(v) {
+            (lower, a) if !a.is_empty() => {
                 let d = dims(a);
+                let l = lowers(lower, d.len());
                 match &shape {
-                    Some(s) if *s != d => return Err(mismatched_rows()),
+                    Some(s) if s.0 != d || s.1 != l => return Err(mismatched_rows()),
                     Some(_) => {}
-                    None => shape = Some(d),
+                    None => shape = Some((d, l)),
                 }
             }
             _ => empty = true,
@@ -258,35 +304,47 @@ fn make_rows(vals: Vec<Value>) -> Result<Value> {
     match shape {
         None => Ok(Value::Array(Vec::new())),
         Some(_) if empty => Err(mismatched_rows()),
-        Some(s) if s.len() + 1 > DIMS_MAX => Err(too_many_dims(s.len() + 1)),
-        Some(_) => Ok(Value::Array(vals)),
+        Some((s, _)) if s.len() + 1 > DIMS_MAX => Err(too_many_dims(s.len() + 1)),
+        Some((_, inner)) => {
+            let rows = vals
+                .into_iter()
+                .map(|v| match v {
+                    Value::BoundedArray(b) => Value::Array(b.items),
+                    v => v,
+                })
+                .collect();
+            Ok(Value::array_with_lower(std::iter::once(1).chain(inner).collect(), rows))
+        }
     }
 }
 
-/// array_cat of two arrays one of which has more than one dimension:
-/// along the first dimension, the lower-dimensional one as one row.
-fn cat_rows(a: &[Value], b: &[Value]) -> Result<Value> {
-    if a.is_empty() || b.is_empty() {
-        return Ok(Value::Array(if a.is_empty() { b.to_vec() } else { a.to_vec() }));
-    }
+/// array_cat of two non-empty arrays (lower bounds, elements) one of
+/// which has more than one dimension: along the first dimension, the
+/// lower-dimensional one as one row. The element dimensions must match in
+/// length and lower bound; the result keeps the higher-dimensional
+/// array's lower bounds (the first array's when they have as many).
+fn cat_rows((la, a): (&[i32], &[Value]), (lb, b): (&[i32], &[Value])) -> Result<Value> {
     let (da, db) = (dims(a), dims(b));
+    let (la, lb) = (lowers(la, da.len()), lowers(lb, db.len()));
     let incompatible =
         |detail: String| SqlError::new("2202E", "cannot concatenate incompatible arrays").with_detail(detail);
     let differing = || incompatible("Arrays with differing dimensions are not compatible for concatenation.".into());
+    let mut lower = la.clone();
     let out: Vec<Value> = if da.len() == db.len() {
-        if da[1..] != db[1..] {
+        if da[1..] != db[1..] || la[1..] != lb[1..] {
             return Err(incompatible(
                 "Arrays with differing element dimensions are not compatible for concatenation.".into(),
             ));
         }
         a.iter().chain(b).cloned().collect()
     } else if da.len() + 1 == db.len() {
-        if da[..] != db[1..] {
+        if da[..] != db[1..] || la[..] != lb[1..] {
             return Err(differing());
         }
+        lower.clone_from(&lb);
         std::iter::once(Value::Array(a.to_vec())).chain(b.iter().cloned()).collect()
     } else if da.len() == db.len() + 1 {
-        if da[1..] != db[..] {
+        if da[1..] != db[..] || la[1..] != lb[..] {
             return Err(differing());
         }
         a.iter().cloned().chain(std::iter::once(Value::Array(b.to_vec()))).collect()
@@ -300,24 +358,30 @@ fn cat_rows(a: &[Value], b: &[Value]) -> Result<Value> {
     if dims(&out).len() > DIMS_MAX {
         return Err(too_many_dims(dims(&out).len()));
     }
-    Ok(Value::Array(out))
+    checked(lower, out)
 }
 
 /// array_ndims, array_dims, array_length / lower / upper of a dimension.
 fn dims_of(f: ArrayFunc, vals: &[Value]) -> Value {
-    let shape = dims(items(vals.first().unwrap_or(&Value::Null)));
+    let (lower, a) = parts(vals.first().unwrap_or(&Value::Null));
+    let shape = dims(a);
     if shape.is_empty() {
         return Value::Null;
     }
+    let upper = |k: usize, n: usize| lower_of(lower, k) + i64::try_from(n).unwrap_or(i64::MAX) - 1;
     match f {
         ArrayFunc::Ndims => count(shape.len()),
-        ArrayFunc::Dims => Value::Text(shape.iter().map(|n| format!("[1:{n}]")).collect()),
+        ArrayFunc::Dims => Value::Text(
+            shape.iter().enumerate().map(|(k, n)| format!("[{}:{}]", lower_of(lower, k), upper(k, *n))).collect(),
+        ),
         _ => {
             let d = int_arg(vals.get(1)).and_then(|d| usize::try_from(d).ok()).filter(|d| *d >= 1);
-            match d.and_then(|d| shape.get(d - 1)) {
+            let bound = |v: i64| Value::Int4(i32::try_from(v).unwrap_or(i32::MAX));
+            match d.and_then(|d| shape.get(d - 1).map(|n| (d - 1, *n))) {
                 None => Value::Null,
-                Some(_) if f == ArrayFunc::Lower => Value::Int4(1),
-                Some(n) => count(*n),
+                Some((k, _)) if f == ArrayFunc::Lower => bound(lower_of(lower, k)),
+                Some((k, n)) if f == ArrayFunc::Upper => bound(upper(k, n)),
+                Some((_, n)) => count(n),
             }
         }
     }
@@ -334,15 +398,16 @@ fn position(f: ArrayFunc, vals: &[Value]) -> Result<Value> {
         Some(Value::Null) => return Err(SqlError::new("22004", "initial position must not be null")),
         Some(v) => v.as_i64().unwrap_or(1),
     };
-    let a = items(arg(0));
-    let found = a
-        .iter()
-        .enumerate()
-        .filter(|(i, e)| i64::try_from(*i).unwrap_or(i64::MAX) + 1 >= start && not_distinct(e, arg(1)));
+    // Positions are subscripts: they start at the lower bound.
+    let (lower, a) = parts(arg(0));
+    let lb = lower_of(lower, 0);
+    let at = |i: usize| lb + i64::try_from(i).unwrap_or(i64::MAX);
+    let found = a.iter().enumerate().filter(|(i, e)| at(*i) >= start && not_distinct(e, arg(1)));
+    let pos = |(i, _): (usize, &Value)| Value::Int4(i32::try_from(at(i)).unwrap_or(i32::MAX));
     Ok(if f == ArrayFunc::Positions {
-        Value::Array(found.map(|(i, _)| count(i + 1)).collect())
+        Value::Array(found.map(pos).collect())
     } else {
-        found.map(|(i, _)| count(i + 1)).next().unwrap_or(Value::Null)
+        found.map(pos).next().unwrap_or(Value::Null)
     })
 }
 
@@ -352,12 +417,17 @@ fn remove_or_replace(f: ArrayFunc, vals: &[Value]) -> Value {
     if arg(0).is_null() {
         return Value::Null;
     }
-    let a = items(arg(0));
-    if f == ArrayFunc::Remove {
-        Value::Array(a.iter().filter(|e| !not_distinct(e, arg(1))).cloned().collect())
+    // The result keeps the array's lower bounds.
+    let (lower, a) = parts(arg(0));
+    let out = if f == ArrayFunc::Remove {
+        a.iter().filter(|e| !not_distinct(e, arg(1))).cloned().collect()
     } else {
-        replace(a, arg(1), arg(2))
-    }
+        match replace(a, arg(1), arg(2)) {
+            Value::Array(out) => out,
+            _ => Vec::new(),
+        }
+    };
+    Value::array_with_lower(lower.to_vec(), out)
 }
 
 /// array_replace, every dimension.
@@ -376,7 +446,7 @@ fn replace(a: &[Value], from: &Value, to: &Value) -> Value {
 /// array_to_string(a, delimiter [, null_text]).
 fn to_string(vals: &[Value]) -> Value {
     let arg = |k: usize| vals.get(k).unwrap_or(&Value::Null);
-    let (Value::Array(a), Value::Text(delim)) = (arg(0), arg(1)) else { return Value::Null };
+    let (Some((_, a)), Value::Text(delim)) = (arg(0).array_parts(), arg(1)) else { return Value::Null };
     let a = leaves(a);
     let null_text = arg(2).as_str();
     let mut out = String::new();
@@ -425,7 +495,7 @@ fn contains(a: &[&Value], b: &[&Value]) -> bool {
 
 /// `x op ANY/ALL (a)`: three-valued, as a chain of OR / AND.
 fn any(op: CmpOp, all: bool, x: &Value, a: &Value) -> Value {
-    let Value::Array(items) = a else { return Value::Null };
+    let Some((_, items)) = a.array_parts() else { return Value::Null };
     if is_nested(items) {
         return any_of(op, all, x, leaves(items).into_iter());
     }

@@ -1,24 +1,20 @@
 //! Subscripted assignment (`UPDATE t SET a[2] = v`, `SET a[1:2] = '{7,8}'`,
-//! `SET a[1][2] = v`): PostgreSQL's array_set_element / array_set_slice on
-//! arrays whose lower bounds are all 1. A one-dimensional array grows to
-//! the right (the gap NULL); one of more dimensions never grows (2202E);
-//! a NULL or empty array becomes one holding just the assigned part. What
-//! would give an array a lower bound other than 1 (`a[0] = v`) is 0A000.
+//! `SET a[1][2] = v`): PostgreSQL's array_set_element / array_set_slice.
+//! A one-dimensional array grows either way (`a[0] = v` moves its lower
+//! bound down; the gap is NULL); one of more dimensions never grows
+//! (2202E); a NULL or empty array becomes one holding just the assigned
+//! part, its lower bounds the subscripts'.
 
 use pgtier_engine::Value;
 
 use crate::error::{Result, SqlError};
-use crate::value::array::{dims, into_leaves};
+use crate::value::array::{check_bounds, dims, into_leaves};
 
 /// PostgreSQL's MaxArraySize.
 const ARRAY_SIZE_MAX: usize = 134_217_727;
 
 fn out_of_range() -> SqlError {
     SqlError::new("2202E", "array subscript out of range")
-}
-
-fn lower_bound_not_one() -> SqlError {
-    SqlError::unsupported("arrays with a lower bound other than 1")
 }
 
 fn null_subscript() -> SqlError {
@@ -44,41 +40,57 @@ fn subscript(v: &Value) -> Result<i64> {
     v.as_i64().ok_or_else(null_subscript)
 }
 
+/// The lower bounds (empty: all 1) and elements of an array value; an
+/// empty array for NULL.
+fn split(arr: Value) -> (Vec<i32>, Vec<Value>) {
+    match arr {
+        Value::Array(a) => (Vec::new(), a),
+        Value::BoundedArray(b) => (b.lower, b.items),
+        _ => (Vec::new(), Vec::new()),
+    }
+}
+
+fn lower_of(lower: &[i32], k: usize) -> i64 {
+    lower.get(k).map_or(1, |l| i64::from(*l))
+}
+
+/// A subscript as the int4 PostgreSQL holds it.
+fn int4(i: i64) -> Result<i32> {
+    i32::try_from(i).map_err(|_| SqlError::new("22003", "integer out of range"))
+}
+
+fn len_i64(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The array with its lower bounds, after ArrayCheckBounds.
+fn bounded(lower: Vec<i32>, items: Vec<Value>) -> Result<Value> {
+    check_bounds(&lower, &dims(&items))?;
+    Ok(Value::array_with_lower(lower, items))
+}
+
 /// `a[i][j]... = v`: vals are the array, the value, then one index per subscript.
 pub(super) fn assign_element(vals: Vec<Value>) -> Result<Value> {
     let mut it = vals.into_iter();
     let arr = it.next().unwrap_or(Value::Null);
     let v = it.next().unwrap_or(Value::Null);
     let subs = it.map(|s| subscript(&s)).collect::<Result<Vec<_>>>()?;
-    let mut items = match arr {
-        Value::Array(a) => a,
-        _ => Vec::new(),
-    };
+    let (lower, mut items) = split(arr);
     if items.is_empty() {
-        if subs.iter().any(|i| *i != 1) {
-            return Err(lower_bound_not_one());
-        }
-        return Ok(subs.iter().fold(v, |inner, _| Value::Array(vec![inner])));
+        let lower = subs.iter().map(|i| int4(*i)).collect::<Result<Vec<_>>>()?;
+        return bounded(lower, vec![subs.iter().skip(1).fold(v, |inner, _| Value::Array(vec![inner]))]);
     }
     let shape = dims(&items);
     if shape.len() != subs.len() {
         return Err(SqlError::new("2202E", "wrong number of array subscripts"));
     }
     if let [i] = subs[..] {
-        if i < 1 {
-            return Err(lower_bound_not_one());
-        }
-        let i = size_limit(usize::try_from(i).unwrap_or(usize::MAX))?;
-        if i > items.len() {
-            items.resize(i, Value::Null);
-        }
-        items[i - 1] = v;
-        return Ok(Value::Array(items));
+        return assign_one_dim(lower_of(&lower, 0), items, i, v);
     }
     let mut at = Vec::with_capacity(subs.len());
-    for (i, len) in subs.iter().zip(&shape) {
-        match usize::try_from(*i) {
-            Ok(i) if (1..=*len).contains(&i) => at.push(i - 1),
+    for (k, (i, len)) in subs.iter().zip(&shape).enumerate() {
+        match usize::try_from(i - lower_of(&lower, k)) {
+            Ok(i) if i < *len => at.push(i),
             _ => return Err(out_of_range()),
         }
     }
@@ -91,7 +103,31 @@ pub(super) fn assign_element(vals: Vec<Value>) -> Result<Value> {
         }
     }
     *level.get_mut(*last).ok_or_else(out_of_range)? = v;
-    Ok(Value::Array(items))
+    Ok(Value::array_with_lower(lower, items))
+}
+
+/// `a[i] = v` on a one-dimensional array with lower bound `lb`: below it
+/// the array grows down (its lower bound becomes i), past its end up; the
+/// gap is NULL.
+fn assign_one_dim(lb: i64, mut items: Vec<Value>, i: i64, v: Value) -> Result<Value> {
+    let ub = lb + len_i64(items.len()) - 1;
+    let new_lb = lb.min(i);
+    size_limit(usize::try_from(ub.max(i) - new_lb + 1).unwrap_or(usize::MAX))?;
+    if i < lb {
+        let gap = usize::try_from(lb - i).unwrap_or(0);
+        let mut out = Vec::with_capacity(gap + items.len());
+        out.push(v);
+        out.resize(gap, Value::Null);
+        out.extend(items);
+        items = out;
+    } else {
+        let at = usize::try_from(i - lb).unwrap_or(usize::MAX);
+        if at >= items.len() {
+            items.resize(at + 1, Value::Null);
+        }
+        items[at] = v;
+    }
+    bounded(vec![int4(new_lb)?], items)
 }
 
 /// The (lower, upper) bounds of a slice assignment's subscripts: `n`
@@ -123,13 +159,14 @@ pub(super) fn assign_slice(vals: Vec<Value>, n: u8, given: u16) -> Result<Value>
     let src = it.next().unwrap_or(Value::Null);
     let rest: Vec<Value> = it.collect();
     let bounds = slice_bounds(usize::from(n), given, &rest)?;
-    let Value::Array(src) = src else { return Ok(arr) };
+    let src = match src {
+        Value::Array(src) => src,
+        Value::BoundedArray(b) => b.items,
+        _ => return Ok(arr),
+    };
     let mut source = Vec::new();
     into_leaves(src, &mut source);
-    let items = match arr {
-        Value::Array(a) => a,
-        _ => Vec::new(),
-    };
+    let (lower, items) = split(arr);
     if items.is_empty() {
         return slice_into_empty(&bounds, source);
     }
@@ -138,20 +175,20 @@ pub(super) fn assign_slice(vals: Vec<Value>, n: u8, given: u16) -> Result<Value>
         return Err(SqlError::new("2202E", "wrong number of array subscripts"));
     }
     if shape.len() == 1 {
-        return slice_one_dim(items, bounds[0], source);
+        return slice_one_dim(lower_of(&lower, 0), items, bounds[0], source);
     }
     let mut ranges = Vec::with_capacity(shape.len());
     for (k, len) in shape.iter().enumerate() {
-        let len = i64::try_from(*len).unwrap_or(i64::MAX);
+        let (lb, len) = (lower_of(&lower, k), len_i64(*len));
         let (lo, hi) = bounds.get(k).copied().unwrap_or((None, None));
-        let (lo, hi) = (lo.unwrap_or(1), hi.unwrap_or(len));
+        let (lo, hi) = (lo.unwrap_or(lb), hi.unwrap_or(lb + len - 1));
         if hi < lo {
             return Err(bound_order());
         }
-        if lo < 1 || hi > len {
+        if lo < lb || hi >= lb + len {
             return Err(out_of_range());
         }
-        ranges.push((usize::try_from(lo - 1).unwrap_or(0), usize::try_from(hi).unwrap_or(0)));
+        ranges.push((usize::try_from(lo - lb).unwrap_or(0), usize::try_from(hi - lb + 1).unwrap_or(0)));
     }
     let need: usize = ranges.iter().map(|(lo, hi)| hi - lo).product();
     if source.len() < need {
@@ -160,7 +197,7 @@ pub(super) fn assign_slice(vals: Vec<Value>, n: u8, given: u16) -> Result<Value>
     let mut items = items;
     let mut source = source.into_iter();
     replace_rows(&mut items, &ranges, &mut source);
-    Ok(Value::Array(items))
+    Ok(Value::array_with_lower(lower, items))
 }
 
 fn replace_rows(items: &mut [Value], ranges: &[(usize, usize)], source: &mut impl Iterator<Item = Value>) {
@@ -173,31 +210,42 @@ fn replace_rows(items: &mut [Value], ranges: &[(usize, usize)], source: &mut imp
     }
 }
 
-fn slice_one_dim(mut items: Vec<Value>, bounds: (Option<i64>, Option<i64>), source: Vec<Value>) -> Result<Value> {
-    let len = i64::try_from(items.len()).unwrap_or(i64::MAX);
-    let (lo, hi) = (bounds.0.unwrap_or(1), bounds.1.unwrap_or(len));
+/// `a[lo:hi] = src` on a one-dimensional array with lower bound `lb`: it
+/// grows down and up to cover the slice, the gaps NULL.
+fn slice_one_dim(
+    lb: i64,
+    mut items: Vec<Value>,
+    bounds: (Option<i64>, Option<i64>),
+    source: Vec<Value>,
+) -> Result<Value> {
+    let ub = lb + len_i64(items.len()) - 1;
+    let (lo, hi) = (bounds.0.unwrap_or(lb), bounds.1.unwrap_or(ub));
     if hi < lo {
         return Err(bound_order());
     }
-    if lo < 1 {
-        return Err(lower_bound_not_one());
-    }
-    let (lo, hi) = (usize::try_from(lo).unwrap_or(usize::MAX), size_limit(usize::try_from(hi).unwrap_or(usize::MAX))?);
-    if source.len() < hi - lo + 1 {
+    let new_lb = lo.min(lb);
+    let new_len = size_limit(usize::try_from(hi.max(ub) - new_lb + 1).unwrap_or(usize::MAX))?;
+    check_bounds(&[int4(new_lb)?], &[new_len])?;
+    if len_i64(source.len()) < hi - lo + 1 {
         return Err(too_small());
     }
-    if hi > items.len() {
-        items.resize(hi, Value::Null);
+    if new_lb < lb {
+        let mut out = vec![Value::Null; usize::try_from(lb - new_lb).unwrap_or(0)];
+        out.extend(items);
+        items = out;
     }
-    for (slot, v) in items[lo - 1..hi].iter_mut().zip(source) {
+    items.resize(new_len, Value::Null);
+    let (from, to) = (usize::try_from(lo - new_lb).unwrap_or(0), usize::try_from(hi - new_lb).unwrap_or(0));
+    for (slot, v) in items[from..=to].iter_mut().zip(source) {
         *slot = v;
     }
-    Ok(Value::Array(items))
+    bounded(vec![int4(new_lb)?], items)
 }
 
 /// A slice assigned to a NULL or empty array: the slice alone.
 fn slice_into_empty(bounds: &[(Option<i64>, Option<i64>)], source: Vec<Value>) -> Result<Value> {
     let mut shape = Vec::with_capacity(bounds.len());
+    let mut lower = Vec::with_capacity(bounds.len());
     for b in bounds {
         let (Some(lo), Some(hi)) = *b else {
             return Err(SqlError::new("2202E", "array slice subscript must provide both boundaries").with_detail(
@@ -207,10 +255,8 @@ fn slice_into_empty(bounds: &[(Option<i64>, Option<i64>)], source: Vec<Value>) -
         if hi < lo {
             return Err(bound_order());
         }
-        if lo != 1 {
-            return Err(lower_bound_not_one());
-        }
-        shape.push(size_limit(usize::try_from(hi).unwrap_or(usize::MAX))?);
+        shape.push(size_limit(usize::try_from(hi - lo + 1).unwrap_or(usize::MAX))?);
+        lower.push(int4(lo)?);
     }
     let need = shape.iter().try_fold(1usize, |n, d| n.checked_mul(*d)).unwrap_or(usize::MAX);
     size_limit(need)?;
@@ -218,7 +264,10 @@ fn slice_into_empty(bounds: &[(Option<i64>, Option<i64>)], source: Vec<Value>) -
         return Err(too_small());
     }
     let mut source = source.into_iter();
-    Ok(build(&shape, &mut source))
+    match build(&shape, &mut source) {
+        Value::Array(items) => bounded(lower, items),
+        other => Ok(other),
+    }
 }
 
 fn build(shape: &[usize], source: &mut impl Iterator<Item = Value>) -> Value {

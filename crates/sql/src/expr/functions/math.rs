@@ -271,7 +271,8 @@ fn resolve_width_bucket_array(def: &'static FunctionDef, b: &mut dyn ArgBinder, 
 /// PostgreSQL's width_bucket_array: how many thresholds are at most the
 /// operand, by binary search (the thresholds are taken as sorted).
 fn width_bucket_array(v: &[Value], _: &mut EvalCtx) -> Result<Value> {
-    let Value::Array(items) = &v[1] else { return Ok(Value::Null) };
+    // The lower bounds do not count: the answer is a count of thresholds.
+    let Some((_, items)) = v[1].array_parts() else { return Ok(Value::Null) };
     if crate::value::array::is_nested(items) {
         return Err(SqlError::new("2202E", "thresholds must be one-dimensional array"));
     }

@@ -194,7 +194,7 @@ fn resolve_array_fill(def: &'static FunctionDef, b: &mut dyn ArgBinder, call: Ca
 
 /// The int4 elements of a dims / lower bounds argument (`what` names it in 2202E).
 fn fill_bounds(v: Option<&Value>, what: &str) -> Result<Vec<i64>> {
-    let Some(Value::Array(items)) = v else {
+    let Some((_, items)) = v.and_then(Value::array_parts) else {
         return Err(SqlError::new("22004", "dimension array or low bound array cannot be null"));
     };
     if crate::value::array::is_nested(items) {
@@ -206,15 +206,15 @@ fn fill_bounds(v: Option<&Value>, what: &str) -> Result<Vec<i64>> {
 
 fn array_fill(v: &[Value], _: &mut super::registry::EvalCtx) -> Result<Value> {
     let dims = fill_bounds(v.get(1), "Dimension")?;
+    let mut lower = Vec::new();
     if v.len() > 2 {
         let lbs = fill_bounds(v.get(2), "Low bound")?;
         if lbs.len() != dims.len() {
             return Err(SqlError::new("2202E", "wrong number of array subscripts")
                 .with_detail("Low bound array has different size than dimensions array."));
         }
-        if dims.iter().all(|d| *d != 0) && lbs.iter().any(|l| *l != 1) {
-            return Err(SqlError::unsupported("arrays with a lower bound other than 1"));
-        }
+        // Elements of an int4[]: they fit.
+        lower = lbs.iter().map(|l| i32::try_from(*l).unwrap_or(1)).collect();
     }
     if dims.len() > crate::value::array::DIMS_MAX {
         return Err(crate::value::array::too_many_dims(dims.len()));
@@ -230,7 +230,11 @@ fn array_fill(v: &[Value], _: &mut super::registry::EvalCtx) -> Result<Value> {
     if total == 0 || dims.is_empty() {
         return Ok(Value::Array(Vec::new()));
     }
-    let fill =
-        dims.iter().rev().fold(v[0].clone(), |inner, d| Value::Array(vec![inner; usize::try_from(*d).unwrap_or(0)]));
-    Ok(fill)
+    let shape: Vec<usize> = dims.iter().map(|d| usize::try_from(*d).unwrap_or(0)).collect();
+    crate::value::array::check_bounds(&lower, &shape)?;
+    let fill = shape.iter().rev().fold(v[0].clone(), |inner, d| Value::Array(vec![inner; *d]));
+    match fill {
+        Value::Array(items) => Ok(Value::array_with_lower(lower, items)),
+        other => Ok(other),
+    }
 }
