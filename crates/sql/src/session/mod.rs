@@ -829,26 +829,8 @@ fn run_plan(
             Ok(done)
         }
         Plan::Rules { plans, result, tag } => run_rules(ex, plans, *result, tag, args, out, temp_on_commit),
-        Plan::AttachPartition { checks, parent, partition, guard, guard_bound, default_name } => {
-            for (table, check) in checks {
-                ex.attach_partition(table, check)?;
-            }
-            ex.add_partition(parent, partition, guard, guard_bound.as_ref(), default_name)
-                .map(|()| (Tag::Plain("ALTER TABLE"), 0))
-        }
-        Plan::DetachPartition { parent, name } => {
-            ex.detach_partition(parent, name).map(|()| (Tag::Plain("ALTER TABLE"), 0))
-        }
-        Plan::CreatePartition { create, parent, partition, guard, guard_bound, default_name } => {
-            let Plan::CreateTable { def, if_not_exists, sequences, indexes } = create.as_ref() else {
-                return Err(SqlError::new("XX000", "PARTITION OF without its CREATE TABLE"));
-            };
-            if *if_not_exists && ex.txn.catalog().table_by_name(&def.name).is_some() {
-                return ex.create_table(def, true).map(|()| (Tag::Plain("CREATE TABLE"), 0));
-            }
-            ex.create_table_with_sequences(def, sequences, indexes, false)?;
-            ex.add_partition(parent, partition, guard, guard_bound.as_ref(), default_name)
-                .map(|()| (Tag::Plain("CREATE TABLE"), 0))
+        Plan::AttachPartition { .. } | Plan::DetachPartition { .. } | Plan::CreatePartition { .. } => {
+            run_partition_plan(ex, plan)
         }
         Plan::CreateTable { def, if_not_exists, sequences, indexes } => ex
             .create_table_with_sequences(def, sequences, indexes, *if_not_exists)
@@ -921,6 +903,34 @@ fn run_plan(
         Plan::Txn(_) | Plan::Set { .. } | Plan::Show { .. } | Plan::Explain { .. } | Plan::Noop { .. } => {
             Ok((Tag::Plain(""), 0))
         }
+    }
+}
+
+/// ATTACH / DETACH PARTITION and CREATE TABLE ... PARTITION OF.
+fn run_partition_plan(ex: &mut Exec<'_>, plan: &Plan) -> Result<(Tag, u64)> {
+    match plan {
+        Plan::AttachPartition { checks, parent, partition, guard, guard_bound, default_name } => {
+            for (table, check) in checks {
+                ex.attach_partition(table, check)?;
+            }
+            ex.add_partition(parent, partition, guard, guard_bound.as_ref(), default_name)
+                .map(|()| (Tag::Plain("ALTER TABLE"), 0))
+        }
+        Plan::DetachPartition { parent, name } => {
+            ex.detach_partition(parent, name).map(|()| (Tag::Plain("ALTER TABLE"), 0))
+        }
+        Plan::CreatePartition { create, parent, partition, guard, guard_bound, default_name } => {
+            let Plan::CreateTable { def, if_not_exists, sequences, indexes } = create.as_ref() else {
+                return Err(SqlError::new("XX000", "PARTITION OF without its CREATE TABLE"));
+            };
+            if *if_not_exists && ex.txn.catalog().table_by_name(&def.name).is_some() {
+                return ex.create_table(def, true).map(|()| (Tag::Plain("CREATE TABLE"), 0));
+            }
+            ex.create_table_with_sequences(def, sequences, indexes, false)?;
+            ex.add_partition(parent, partition, guard, guard_bound.as_ref(), default_name)
+                .map(|()| (Tag::Plain("CREATE TABLE"), 0))
+        }
+        _ => Err(SqlError::new("XX000", "a partition plan expected")),
     }
 }
 
