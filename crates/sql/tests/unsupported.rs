@@ -182,6 +182,10 @@ fn refused_constructs_name_themselves() {
         ("SELECT generate_series(1, 2), generate_series(1, 3) FROM t", "several different set-returning functions"),
         ("SELECT *, generate_series(1, 2) FROM t", "a set-returning function beside *"),
         ("SELECT *, unnest(ARRAY[v]) FROM t", "a set-returning function beside *"),
+        // Peers that differ, numbered in an order PostgreSQL's sort
+        // decides (tied ORDER BY keys, or none).
+        ("SELECT row_number() OVER (ORDER BY v % 2) FROM (VALUES (1), (2), (3)) s(v)", "leaves tied"),
+        ("SELECT ntile(2) OVER (PARTITION BY v % 2) FROM (VALUES (1), (3)) s(v)", "leaves tied"),
         // A cursor's rows are kept at DECLARE: none are locked, none fetched in binary.
         ("DECLARE cu CURSOR WITH HOLD FOR SELECT id FROM t FOR UPDATE", "FOR UPDATE/SHARE"),
         ("DECLARE cb BINARY CURSOR WITH HOLD FOR SELECT 1", "BINARY"),

@@ -746,8 +746,12 @@ fn take_nested_call(e: &mut ast::Expr, is_call: &dyn Fn(&ast::Expr) -> bool) -> 
     let operands: Vec<&mut ast::Expr> = match e {
         ast::Expr::BinaryOp { left, right, .. } => vec![left.as_mut(), right.as_mut()],
         ast::Expr::UnaryOp { expr, .. } | ast::Expr::Nested(expr) | ast::Expr::Cast { expr, .. } => vec![expr.as_mut()],
+        // Not pg_typeof: an element of an oid array or oidvector is a
+        // bigint here (value/types.rs OID), which pg_typeof would name.
         ast::Expr::Function(f)
-            if plain_call(f) && function_name(&f.name).is_ok_and(|n| crate::expr::registry::lookup(&n).is_some()) =>
+            if plain_call(f)
+                && function_name(&f.name)
+                    .is_ok_and(|n| n != "pg_typeof" && crate::expr::registry::lookup(&n).is_some()) =>
         {
             match &mut f.args {
                 ast::FunctionArguments::List(list) => list

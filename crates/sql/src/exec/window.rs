@@ -238,14 +238,12 @@ impl Exec<'_> {
                 WindowFunc::Ntile(n) => ntile(n.eval(env, self, &rows[r])?, at, len)?,
                 WindowFunc::Shift { offset, default, lead, .. } => {
                     let off = match offset {
-                        Some(e) => match e.eval(env, self, &rows[r])?.as_i64() {
-                            Some(o) => o,
-                            None => {
-                                out[r] = Value::Null;
-                                continue;
-                            }
-                        },
-                        None => 1,
+                        Some(e) => e.eval(env, self, &rows[r])?.as_i64(),
+                        None => Some(1),
+                    };
+                    let Some(off) = off else {
+                        out[r] = Value::Null;
+                        continue;
                     };
                     let target = if *lead {
                         i64::try_from(at).ok().and_then(|a| a.checked_add(off))
@@ -267,8 +265,31 @@ impl Exec<'_> {
             };
             out[r] = v;
         }
+        // A window without PARTITION BY or ORDER BY is not sorted: its
+        // rows come in the input's order, in PostgreSQL too.
+        let sorted = !w.partition.is_empty() || !w.order.is_empty();
+        if sorted
+            && matches!(w.func, WindowFunc::RowNumber | WindowFunc::Ntile(_))
+            && !peer_order_free(rows, part, peers, out)
+        {
+            return Err(SqlError::unsupported(
+                "a window function whose result depends on the order of rows its window's ORDER BY leaves tied",
+            ));
+        }
         Ok(())
     }
+}
+
+/// Whether row_number or ntile gave peers answers no other order of them
+/// would change. PostgreSQL orders peers as its sort leaves them (its
+/// input order, which pgtier's plans do not reproduce), so the answer must
+/// not depend on it: peers that are whole-row duplicates cannot be told
+/// apart; otherwise every peer must have got the same answer. (lag and
+/// lead are left alone: their peers usually differ only in columns the
+/// query does not return, which this operator cannot see.)
+fn peer_order_free(rows: &[Vec<Value>], part: &[usize], peers: &Peers, out: &[Value]) -> bool {
+    let tied = |i: usize| peers.start(i) != i && rows[part[i]] != rows[part[peers.start(i)]];
+    (0..part.len()).all(|i| !tied(i) || out[part[i]] == out[part[peers.start(i)]])
 }
 
 /// The window whose sort the rows leave in, as PostgreSQL's: it sorts
