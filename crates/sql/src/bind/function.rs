@@ -49,13 +49,7 @@ impl Binder<'_> {
                             }
                             match variadic_elements(&name, k, value)? {
                                 Spread::Args(elements) => args.extend(elements),
-                                Spread::Call(call) => {
-                                    // The other arguments are still bound, for their errors.
-                                    for a in &args {
-                                        self.expr(a, scope, ctx)?;
-                                    }
-                                    return self.expr(&call, scope, ctx);
-                                }
+                                Spread::Call(call) => return self.call_value(&args, &call, scope, ctx),
                             }
                         }
                         ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) if named.is_empty() => {
@@ -124,6 +118,9 @@ impl Binder<'_> {
         if distinct {
             return Err(SqlError::new("42809", format!("DISTINCT specified, but {name} is not an aggregate function")));
         }
+        if let Some(typeof_varchar) = self.typeof_varchar_cast(&name, &args, scope, ctx)? {
+            return Ok(typeof_varchar);
+        }
         let call = self.scalar_function(&name, &args, scope, ctx)?;
         call.0.walk(&mut |e| {
             self.volatile_calls |= matches!(e, Expr::Func(Func::Sys(SysFunc::Sequence(_)), _))
@@ -131,6 +128,37 @@ impl Binder<'_> {
         });
         self.touch_sequences([&call.0]);
         Ok(call)
+    }
+
+    /// `call`, the value of a call whatever its arguments `args` hold; they
+    /// are still bound, for their errors.
+    fn call_value(
+        &mut self,
+        args: &[ast::Expr],
+        call: &ast::Expr,
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<(Expr, Ty)> {
+        for a in args {
+            self.expr(a, scope, ctx)?;
+        }
+        self.expr(call, scope, ctx)
+    }
+
+    /// pg_typeof of a cast to varchar without a length, or to an array
+    /// of it (`varchar_cast_type`).
+    fn typeof_varchar_cast(
+        &mut self,
+        name: &str,
+        args: &[ast::Expr],
+        scope: &Scope<'_>,
+        ctx: &mut ExprCtx,
+    ) -> Result<Option<(Expr, Ty)>> {
+        let (true, [arg]) = (name == "pg_typeof", args) else { return Ok(None) };
+        let Some(oid) = varchar_cast_type(arg) else { return Ok(None) };
+        // The argument is still bound, for its errors.
+        self.expr(arg, scope, ctx)?;
+        Ok(Some((Expr::Const(pgtier_engine::Value::Int8(oid)), Some(RegKind::Type.data_type()))))
     }
 
     /// An argument for an `integer` parameter: smallint or integer (cast),
@@ -339,6 +367,20 @@ const VARIADIC_FUNCTIONS: &[(&str, usize, NullArray)] = &[
     ("jsonb_extract_path", 1, NullArray::Null("jsonb")),
     ("jsonb_extract_path_text", 1, NullArray::Null("text")),
 ];
+
+/// The type oid of a cast to varchar without a length (1043) or to an
+/// array of it (1015): pgtier keeps such values as text, whose name
+/// pg_typeof would otherwise give.
+fn varchar_cast_type(arg: &ast::Expr) -> Option<i64> {
+    let is_varchar =
+        |t: &ast::DataType| matches!(t, ast::DataType::Varchar(None) | ast::DataType::CharacterVarying(None));
+    match arg {
+        ast::Expr::Cast { data_type, .. } if is_varchar(data_type) => Some(1043),
+        ast::Expr::Cast { data_type, .. } if array_element_type(data_type).is_some_and(is_varchar) => Some(1015),
+        ast::Expr::Nested(inner) => varchar_cast_type(inner),
+        _ => None,
+    }
+}
 
 /// A variadic function's answer to `VARIADIC NULL::t[]`.
 #[derive(Clone, Copy)]
