@@ -108,20 +108,27 @@ fn setup(db: &Database) {
     t.commit().unwrap();
 }
 
-/// Child: run transfers until killed, printing `ACK txn worker src dst amount commit_ts ms`.
-fn child(dir: &Path, mode: CommitMode) {
-    // The parent's check of the last round closed its handle just before;
-    // on a loaded machine (CI once ran two suites at once) this open met
-    // the directory still locked. A lock still held after seconds fails.
+/// Opens the database once the handle closed just before has let go of
+/// its directory: a dropped handle's background threads may still hold
+/// the lock a moment (on a loaded machine, CI once ran two suites at once,
+/// an open right after met DirectoryInUse: the child after the parent's
+/// check, and the parent's recount after its check). A lock still held
+/// after seconds fails.
+fn open_when_free(dir: &Path, config: EngineConfig) -> Database {
     let deadline = Instant::now() + Duration::from_secs(10);
-    let db = loop {
-        match Database::open(dir, config(mode, true)) {
+    loop {
+        match Database::open(dir, config.clone()) {
             Err(pgtier_engine::EngineError::DirectoryInUse { .. }) if Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(20));
             }
-            opened => break opened.unwrap(),
+            opened => return opened.unwrap(),
         }
-    };
+    }
+}
+
+/// Child: run transfers until killed, printing `ACK txn worker src dst amount commit_ts ms`.
+fn child(dir: &Path, mode: CommitMode) {
+    let db = open_when_free(dir, config(mode, true));
     setup(&db);
     let cat = db.catalog();
     let acct = cat.table_by_name("acct").unwrap().id;
@@ -296,7 +303,7 @@ fn check(
     killed_ms: u128,
     mode: CommitMode,
 ) -> RoundCheck {
-    let db = Database::open(dir, config(mode, false)).unwrap();
+    let db = open_when_free(dir, config(mode, false));
     db.verify().unwrap();
     let cat = db.catalog();
     let acct = cat.table_by_name("acct").unwrap().id;
@@ -385,7 +392,7 @@ fn crash_loop(mode: CommitMode, rounds: usize) {
         // Lost async commits are gone for good: later rounds must not expect them.
         if r.lost > 0 {
             let present: Vec<i64> = acks.iter().map(|a| a.txn).collect();
-            let db = Database::open(dir.path(), config(mode, false)).unwrap();
+            let db = open_when_free(dir.path(), config(mode, false));
             let hist = db.catalog().table_by_name("hist").unwrap().id;
             let mut t = db.begin().unwrap();
             let mut row = RowBuf::new();
