@@ -935,7 +935,11 @@ impl Parsed {
         if !(0..24).contains(&self.hour) || !(0..60).contains(&self.min) || !(0..60).contains(&self.sec) {
             return Err(out_of_range());
         }
-        Ok(days * MICROS_PER_DAY + ((self.hour * 60 + self.min) * 60 + self.sec) * 1_000_000 + self.micros)
+        // A year of many digits (`YYYY` read greedily) passes
+        // days_from_civil but not the µs range: 22008, never an overflow.
+        days.checked_mul(MICROS_PER_DAY)
+            .and_then(|d| d.checked_add(((self.hour * 60 + self.min) * 60 + self.sec) * 1_000_000 + self.micros))
+            .ok_or_else(out_of_range)
     }
 }
 
