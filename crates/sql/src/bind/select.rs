@@ -653,14 +653,8 @@ pub(super) fn expand_array_items(s: &ast::Select) -> Result<Option<ast::Select>>
         let mut copy = e.clone();
         Ok(take_nested_call(&mut copy, &is_call)?.map(|call| (call, copy)))
     };
-    let mut any = false;
-    for item in &s.projection {
-        if let ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } = item {
-            any |= call_of(e).is_some() || nested_call(e)?.is_some();
-        }
-    }
     // Most SELECTs have no such call: they are not copied.
-    if !any {
+    if !s.projection.iter().any(|item| matches!(item, ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } if call_of(e).is_some() || contains_call(e, &is_call))) {
         return Ok(None);
     }
     // `*` would take the moved call's FROM item for a column of its own.
