@@ -102,22 +102,8 @@ impl Exec<'_> {
         replace: bool,
     ) -> Result<()> {
         use crate::catalog::triggers::{encode, trigger_table_def, trigger_table_name};
-        self.touch_table(table)?;
-        let stored = trigger_table_name(table, name);
-        match self.txn.catalog().table_by_name(&stored).cloned() {
-            None => {
-                self.txn.create_table(&trigger_table_def(table, name, doc)?)?;
-                Ok(())
-            }
-            Some(_) if !replace => Err(SqlError::new(
-                "42710",
-                format!("trigger \"{name}\" for relation \"{}\" already exists", crate::names::split(table).1),
-            )),
-            Some(old) => {
-                self.txn.set_annotation(old.id, Some(encode(doc)?))?;
-                Ok(())
-            }
-        }
+        let def = || trigger_table_def(table, name, doc);
+        self.create_stored_doc(table, name, "trigger", &trigger_table_name(table, name), def, || encode(doc), replace)
     }
 
     /// Gives `table` a new schema version (its annotation written again):
@@ -162,19 +148,37 @@ impl Exec<'_> {
         replace: bool,
     ) -> Result<()> {
         use crate::catalog::rules::{encode, rule_table_def, rule_table_name};
+        let def = || rule_table_def(table, name, doc);
+        self.create_stored_doc(table, name, "rule", &rule_table_name(table, name), def, || encode(doc), replace)
+    }
+
+    /// A trigger or rule (`kind`) is a catalog table named `stored` whose
+    /// annotation is its document: created with `def`, or its annotation
+    /// replaced by `encoded` under OR REPLACE; 42710 for an existing name
+    /// without it.
+    #[allow(clippy::too_many_arguments)]
+    fn create_stored_doc(
+        &mut self,
+        table: &str,
+        name: &str,
+        kind: &str,
+        stored: &str,
+        def: impl FnOnce() -> Result<pgtier_engine::TableDef>,
+        encoded: impl FnOnce() -> Result<String>,
+        replace: bool,
+    ) -> Result<()> {
         self.touch_table(table)?;
-        let stored = rule_table_name(table, name);
-        match self.txn.catalog().table_by_name(&stored).cloned() {
+        match self.txn.catalog().table_by_name(stored).cloned() {
             None => {
-                self.txn.create_table(&rule_table_def(table, name, doc)?)?;
+                self.txn.create_table(&def()?)?;
                 Ok(())
             }
             Some(_) if !replace => Err(SqlError::new(
                 "42710",
-                format!("rule \"{name}\" for relation \"{}\" already exists", crate::names::split(table).1),
+                format!("{kind} \"{name}\" for relation \"{}\" already exists", crate::names::split(table).1),
             )),
             Some(old) => {
-                self.txn.set_annotation(old.id, Some(encode(doc)?))?;
+                self.txn.set_annotation(old.id, Some(encoded()?))?;
                 Ok(())
             }
         }
