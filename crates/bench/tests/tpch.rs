@@ -69,6 +69,7 @@ fn tpch_answers_match_postgresql() {
         load_streams: 2,
         queries: (1..=22).collect(),
         skip_load: false,
+        analytics: false,
     };
     let report = tpch::run(&options, &sides, &mut NoProgress).unwrap();
     println!("{}", tpch::output::summary(&report));
@@ -128,15 +129,29 @@ fn tpch_answers_match_postgresql() {
     embedded
         .execute_batch("UPDATE lineitem SET l_quantity = l_quantity + 1 WHERE l_orderkey = 1 AND l_linenumber = 1")
         .unwrap();
-    let changed = TpchOptions { queries: vec![1], skip_load: true, ..options };
+    // With --analytics: the columnar copy of the embedded target's 8
+    // tables, every row copied (the load's counts, Q1's change included)
+    // and the compression section filled.
+    let changed = TpchOptions { queries: vec![1], skip_load: true, analytics: true, ..options };
     let report = tpch::run(&changed, &sides, &mut NoProgress).unwrap();
+    let compression = report.compression.as_ref().expect("--analytics fills the compression section");
+    println!("{}", tpch::compression::markdown(compression));
+    assert_eq!(compression.tables.len(), 8);
+    for t in &compression.tables {
+        let (_, loaded) = pg_rows.iter().find(|(name, _)| *name == t.table).unwrap();
+        assert_eq!(t.rows, *loaded, "{}: rows in the copy", t.table);
+        assert!(t.plain_bytes > 0 && t.columnar_bytes > 0 && t.ratio > 0.0 && t.rows_per_s > 0.0, "{t:?}");
+    }
+    assert!(compression.ratio > 0.0 && compression.study_004_lineitem == 1.84);
+    assert!(tpch::output::markdown(&report).contains("## Compression"));
+    assert!(tpch::output::summary(&report).contains("columnar copy (embedded)"));
     let q1 = &report.queries[0];
     assert_eq!(q1.side(SideKind::PgtierServer).unwrap().status, Status::Identical);
     let status = &q1.side(SideKind::Embedded).unwrap().status;
     let Status::Different { first_difference } = status else { panic!("Q1 on the changed engine: {status:?}") };
     println!("Q1 on the changed engine: {}", status.describe());
     assert!(first_difference.starts_with("row ") && first_difference.contains("PostgreSQL has instead"), "{status:?}");
-    let options = changed;
+    let options = TpchOptions { analytics: false, ..changed };
 
     // The timeout path, on the tables already loaded: with 1 ms of
     // statement_timeout, Q1 (an aggregate over all 18,000 lineitems) and Q9
@@ -155,4 +170,26 @@ fn tpch_answers_match_postgresql() {
         }
     }
     server.shutdown();
+}
+
+/// The compression section's figures at a larger scale, on the embedded
+/// engine alone (no PostgreSQL: nothing is compared): TPC-H loaded at
+/// `PGTIER_TPCH_SCALE` (default 0.1), then [`tpch::compression::measure`].
+/// `cargo test -p pgtier-bench --test tpch compression_at_scale -- --ignored --nocapture`
+#[test]
+#[ignore = "a measurement: minutes at SF 0.1"]
+fn compression_at_scale() {
+    let scale: f64 = std::env::var("PGTIER_TPCH_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(0.1);
+    let dir = tempfile::tempdir().unwrap();
+    let embedded = EmbeddedTarget::open(&dir.path().join("embedded"), CommitMode::Async).unwrap();
+    let started = Instant::now();
+    let load = tpch::schema::populate(&embedded, scale, 2, &mut |_, _| {}).unwrap();
+    println!("SF {scale}: loaded in {:.1} s: {:?}", started.elapsed().as_secs_f64(), load.rows);
+    let compression = tpch::compression::measure(&embedded).unwrap();
+    println!("{}", tpch::compression::markdown(&compression));
+    for t in &compression.tables {
+        let (_, loaded) = load.rows.iter().find(|(name, _)| *name == t.table).unwrap();
+        assert_eq!(t.rows, *loaded, "{}", t.table);
+    }
+    pgtier_sql::stop_analytics(embedded.database());
 }

@@ -25,6 +25,9 @@ pub struct CompressionRow {
     pub column: Option<String>,
     /// "dictionary", "plain", or "mixed" for a table's total.
     pub encoding: &'static str,
+    /// The column's Arrow type as arrow-rs prints it (`Int64`,
+    /// `Decimal128(15, 2)`, `Dictionary(UInt16, Utf8)`); None for a total.
+    pub arrow_type: Option<String>,
     /// Rows stored in the chunks (live or not yet compacted away).
     pub rows: u64,
     pub plain_bytes: u64,
@@ -57,6 +60,7 @@ pub(crate) fn rows(copy: &TableCopy) -> Vec<CompressionRow> {
         table: layout.table.name.clone(),
         column: None,
         encoding: "mixed",
+        arrow_type: None,
         rows: stored,
         plain_bytes: 0,
         arrow_bytes: 0,
@@ -68,7 +72,8 @@ pub(crate) fn rows(copy: &TableCopy) -> Vec<CompressionRow> {
         if !layout.visible.contains(&c) {
             continue;
         }
-        let encoding = match layout.arrow.field(c).data_type() {
+        let data_type = layout.arrow.field(c).data_type();
+        let encoding = match data_type {
             ArrowType::Dictionary(..) => "dictionary",
             _ => "plain",
         };
@@ -76,6 +81,7 @@ pub(crate) fn rows(copy: &TableCopy) -> Vec<CompressionRow> {
             table: layout.table.name.clone(),
             column: Some(layout.table.columns[c].name.clone()),
             encoding,
+            arrow_type: Some(data_type.to_string()),
             rows: stored,
             plain_bytes: plain[c],
             arrow_bytes: arrow[c],

@@ -579,6 +579,10 @@ impl TableCopy {
             delta_rows: st.delta.len(),
             merges: st.merges,
             ready: matches!(st.phase, Phase::Ready),
+            failed: match &st.phase {
+                Phase::Failed { column, reason } => Some(self.failed_error(column, reason).to_string()),
+                _ => None,
+            },
         }
     }
 }
@@ -594,6 +598,9 @@ pub struct CopyStats {
     pub delta_rows: usize,
     pub merges: u64,
     pub ready: bool,
+    /// Why the copy stopped serving (a committed value without an exact
+    /// Arrow form, a bound reached): the error every read of it gets.
+    pub failed: Option<String>,
 }
 
 fn fail(st: &mut CopyState, column: String, reason: String) {

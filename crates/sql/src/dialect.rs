@@ -506,6 +506,11 @@ impl Dialect for PgDialect {
             // sqlparser's VACUUM is Redshift's.
             return Some(parse_vacuum(parser));
         }
+        if parser.peek_keyword(Keyword::ALTER)
+            && let Ok(Some(head)) = parser.maybe_parse(parse_set_analytics_head)
+        {
+            return Some(parse_set_analytics(parser, head));
+        }
         if parser.peek_keyword(Keyword::ALTER) {
             // Not ATTACH / DETACH PARTITION: rewound, and left to sqlparser.
             if let Some(stmt) = parser.maybe_parse(parse_attach_detach).transpose() {
@@ -1000,6 +1005,53 @@ fn parse_vacuum(parser: &mut Parser) -> Result<Statement, ParserError> {
         table_name,
         threshold: None,
         boost: false,
+    }))
+}
+
+/// The SET TBLPROPERTIES key of `ALTER TABLE t SET ANALYTICS ON | OFF`:
+/// an unquoted identifier with a space, which no text can spell.
+pub(crate) const SET_ANALYTICS_KEY: &str = "pgtier analytics";
+
+/// `ALTER TABLE [IF EXISTS] [ONLY] name SET ANALYTICS` (pgtier's own,
+/// session/analytics.rs): (name, IF EXISTS, ONLY); an error otherwise (rewound).
+fn parse_set_analytics_head(parser: &mut Parser) -> Result<(sqlparser::ast::ObjectName, bool, bool), ParserError> {
+    parser.expect_keywords(&[Keyword::ALTER, Keyword::TABLE])?;
+    let if_exists = parser.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+    let only = parser.parse_keyword(Keyword::ONLY);
+    let name = parser.parse_object_name(false)?;
+    parser.expect_keyword_is(Keyword::SET)?;
+    match &parser.next_token().token {
+        Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("analytics") => {
+            Ok((name, if_exists, only))
+        }
+        _ => Err(ParserError::ParserError("not SET ANALYTICS".into())),
+    }
+}
+
+/// The rest, `ON | OFF`: sqlparser's AlterTable with one SET TBLPROPERTIES
+/// entry under [`SET_ANALYTICS_KEY`].
+fn parse_set_analytics(
+    parser: &mut Parser,
+    (name, if_exists, only): (sqlparser::ast::ObjectName, bool, bool),
+) -> Result<Statement, ParserError> {
+    let on = match parser.parse_one_of_keywords(&[Keyword::ON, Keyword::OFF]) {
+        Some(Keyword::ON) => true,
+        Some(_) => false,
+        None => return parser.expected("ON or OFF", parser.peek_token()),
+    };
+    let key = sqlparser::ast::Ident::new(SET_ANALYTICS_KEY);
+    let value = Expr::value(sqlparser::ast::Value::Boolean(on));
+    Ok(Statement::AlterTable(sqlparser::ast::AlterTable {
+        name,
+        if_exists,
+        only,
+        operations: vec![sqlparser::ast::AlterTableOperation::SetTblProperties {
+            table_properties: vec![sqlparser::ast::SqlOption::KeyValue { key, value }],
+        }],
+        location: None,
+        on_cluster: None,
+        table_type: None,
+        end_token: AttachedToken::empty(),
     }))
 }
 

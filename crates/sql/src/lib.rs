@@ -29,4 +29,4 @@ pub mod value;
 
 pub use error::{Result, SqlError, SqlNotice};
 pub use pgtier_engine::{DataType, Database, Value};
-pub use session::{Column, Connection, ExecResult, PreparedStatement, Row, Rows};
+pub use session::{Column, Connection, ExecResult, PreparedStatement, Row, Rows, stop_analytics};

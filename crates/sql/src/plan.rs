@@ -1064,6 +1064,12 @@ pub enum Plan {
     },
     /// Roles, privileges and ownership (exec/roles.rs).
     Dcl(Box<Dcl>),
+    /// `ALTER TABLE t SET ANALYTICS ON | OFF` of table `t` (engine name),
+    /// run by the session outside any transaction (session/analytics.rs).
+    SetAnalytics {
+        table: String,
+        on: bool,
+    },
 }
 
 /// Role attributes a CREATE or ALTER ROLE writes (None: not written).

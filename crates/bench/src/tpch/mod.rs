@@ -69,6 +69,7 @@
 //! same output conventions); [`schema`] and [`queries`] are TPC-H's alone.
 
 pub mod answers;
+pub mod compression;
 pub mod output;
 pub mod queries;
 pub mod schema;
@@ -126,6 +127,9 @@ pub struct TpchOptions {
     /// Reuse the tables the targets hold (loaded by an earlier run at the
     /// same scale) instead of dropping and loading them.
     pub skip_load: bool,
+    /// After the load, enable the columnar copy of the 8 tables on the
+    /// embedded target and report its compression ([`compression`]).
+    pub analytics: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -277,6 +281,9 @@ pub struct TpchReport {
     pub machine: MachineInfo,
     /// The 1-minute load average before the run (the machine may be shared).
     pub load_average_before: String,
+    /// The columnar copy's figures (`--analytics`), on the embedded target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<compression::CompressionReport>,
 }
 
 /// Sum of one side's medians over the queries it answered, and how many.
@@ -503,6 +510,10 @@ pub fn run(
         };
         infos.push(SideInfo { side: side.kind, target: side.target.describe(), load, timeout_method: String::new() });
     }
+    let compression = match sides.iter().find(|s| s.kind == SideKind::Embedded) {
+        Some(side) if options.analytics => Some(compression::measure(side.target).map_err(db(side.kind))?),
+        _ => None,
+    };
     let mut sessions = Vec::new();
     for (side, info) in sides.iter().zip(&mut infos) {
         let mut s = QuerySession { side, session: None, timeout: options.timeout, no_statement_timeout: None };
@@ -552,6 +563,7 @@ pub fn run(
         deviations: deviations(),
         machine: crate::report::machine_info(),
         load_average_before,
+        compression,
     })
 }
 

@@ -133,6 +133,14 @@ pub fn summary(report: &TpchReport) -> String {
             let _ = writeln!(out, "{}", "-".repeat(widths.iter().sum::<usize>() + 2 * (width - 1)));
         }
     }
+    if let Some(c) = &report.compression {
+        let lineitem = c.tables.iter().find(|t| t.table == "lineitem").map_or(0.0, |t| t.ratio);
+        let _ = writeln!(
+            out,
+            "columnar copy (embedded): {:.2}x overall, lineitem {lineitem:.2}x (study 004: {:.2}x, {:.2}x)",
+            c.ratio, c.study_004_overall, c.study_004_lineitem
+        );
+    }
     out
 }
 
@@ -196,6 +204,9 @@ pub fn markdown(report: &TpchReport) -> String {
             rows,
             md(&s.timeout_method)
         );
+    }
+    if let Some(c) = &report.compression {
+        let _ = writeln!(out, "\n{}", super::compression::markdown(c));
     }
     let _ = writeln!(out, "\n## Summary\n\n```\n{}```\n", summary(report));
     let _ = writeln!(out, "## Per query (ms: min / median / max)\n");

@@ -165,6 +165,9 @@ impl Binder<'_> {
         if a.location.is_some() || a.on_cluster.is_some() || a.table_type.is_some() {
             return Err(SqlError::unsupported("this ALTER TABLE form"));
         }
+        if let Some(on) = Self::analytics_switch(a) {
+            return self.set_analytics(a, on);
+        }
         if self.stored_relation(&a.name)?.is_none() && a.if_exists {
             let name = super::parts(&a.name)?.pop().unwrap_or_default();
             let notice =

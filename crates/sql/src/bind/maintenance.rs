@@ -1,6 +1,7 @@
 //! ANALYZE and VACUUM: pgtier keeps no statistics and no dead rows, and
 //! its answers depend on neither, so both are accepted without effect
-//! once the names they give are checked as PostgreSQL checks them.
+//! once the names they give are checked as PostgreSQL checks them. Also
+//! pgtier's `ALTER TABLE t SET ANALYTICS ON | OFF` (session/analytics.rs).
 
 use std::sync::Arc;
 
@@ -65,5 +66,42 @@ impl Binder<'_> {
             return Err(SqlError::unsupported(format!("{verb} of a view or sequence")));
         }
         Ok(t)
+    }
+
+    /// `ALTER TABLE [IF EXISTS] t SET ANALYTICS ON | OFF` as dialect.rs
+    /// spells it: Some(on) for that statement.
+    pub(super) fn analytics_switch(a: &ast::AlterTable) -> Option<bool> {
+        match a.operations.as_slice() {
+            [ast::AlterTableOperation::SetTblProperties { table_properties }] => match table_properties.as_slice() {
+                [
+                    ast::SqlOption::KeyValue {
+                        key,
+                        value: ast::Expr::Value(ast::ValueWithSpan { value: ast::Value::Boolean(on), .. }),
+                    },
+                ] if key.quote_style.is_none() && key.value == crate::dialect::SET_ANALYTICS_KEY => Some(*on),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// The table's owner only; a relation that cannot have a columnar copy
+    /// is refused here (and again when it runs: the session re-reads the
+    /// catalog outside any transaction).
+    pub(super) fn set_analytics(&mut self, a: &ast::AlterTable, on: bool) -> Result<Plan> {
+        if a.if_exists && self.stored_relation(&a.name)?.is_none() {
+            let name = super::parts(&a.name)?.pop().unwrap_or_default();
+            let notice = crate::error::SqlNotice {
+                sqlstate: "00000",
+                message: format!("relation \"{name}\" does not exist, skipping"),
+            };
+            return Ok(Plan::AlterTable(Box::new(crate::plan::AlterPlan::skipped(notice))));
+        }
+        let table = self.relation(&a.name)?;
+        if let Some(refused) = crate::catalog::analytics::refusal(&table) {
+            return Err(refused);
+        }
+        self.need_owner(&table);
+        Ok(Plan::SetAnalytics { table: table.name.clone(), on })
     }
 }

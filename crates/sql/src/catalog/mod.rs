@@ -8,6 +8,7 @@
 //! PostgreSQL's own; user objects get stable OIDs derived from engine ids
 //! (ranges below), so the same table keeps its OID for its lifetime.
 
+pub mod analytics;
 mod cache_views;
 mod deparse;
 pub mod functions;
@@ -80,6 +81,8 @@ pub struct SysCtx<'a> {
     pub settings: &'a mut crate::settings::Settings,
     /// The session's cache groups (the pgtier_cache_* views); None: empty.
     pub cache: Option<&'a pgtier_cache::Cache>,
+    /// The database's columnar copies (the pgtier_analytics views); None: none run.
+    pub analytics: Option<&'a analytics::Analytics>,
     /// The engine is a hot standby (`pg_is_in_recovery()`).
     pub standby: bool,
 }

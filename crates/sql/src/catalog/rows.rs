@@ -141,6 +141,8 @@ fn pg_catalog_rows(name: &str, ctx: &SysCtx<'_>, out: &mut Vec<Value>) {
         | "pgtier_tier_stats" => {
             super::cache_views::rows(name, ctx.cache, out);
         }
+        "pgtier_analytics_tables" => super::analytics::table_rows(catalog, ctx.analytics, out),
+        "pgtier_column_compression" => super::analytics::compression_rows(ctx.analytics, out),
         // Always empty: pgtier has no such objects (role memberships, descriptions, inheritance,
         // policies, statistics objects, publications, triggers, enums, ranges,
         // built-in functions in pg_proc).

@@ -61,6 +61,7 @@ impl Exec<'_> {
         }
         drop(old_rows);
         self.txn.alter_table(old.id, &p.alter, rows)?;
+        self.drop_analytics_flag(&old.name)?;
         for seq in &p.drop_sequences {
             self.txn.drop_table(seq)?;
         }
@@ -70,6 +71,23 @@ impl Exec<'_> {
         if !p.drop_sequences.is_empty() {
             self.prune_acls()?;
         }
+        Ok(())
+    }
+
+    /// A rewrite gives the table a new id and ends its columnar copy: its
+    /// analytics flag goes too, with a NOTICE (set it again to rebuild).
+    fn drop_analytics_flag(&mut self, table: &str) -> Result<()> {
+        let Some(flag) = crate::catalog::analytics::flag_of(self.txn.catalog(), table).map(|f| f.name.clone()) else {
+            return Ok(());
+        };
+        self.txn.drop_table(&flag)?;
+        self.notices.push(crate::error::SqlNotice {
+            sqlstate: "00000",
+            message: format!(
+                "analytics is off for relation \"{}\": ALTER TABLE rewrote it (SET ANALYTICS ON builds its copy again)",
+                crate::names::short(table)
+            ),
+        });
         Ok(())
     }
 }

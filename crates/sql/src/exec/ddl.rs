@@ -286,6 +286,10 @@ impl Exec<'_> {
                 self.txn.drop_table(&t.schema.name)?;
             }
             self.drop_rules_of(&name)?;
+            // So does its analytics flag (the copy ends with the table's id).
+            if let Some(flag) = crate::catalog::analytics::flag_of(self.txn.catalog(), &name).map(|f| f.name.clone()) {
+                self.txn.drop_table(&flag)?;
+            }
             // A partition dropped alone leaves its partitioned table's list.
             if let Some((parent, mut spec, k)) = partitions::parent_of(self.txn.catalog(), &name) {
                 spec.partitions.remove(k);

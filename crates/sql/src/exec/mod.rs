@@ -145,6 +145,8 @@ pub struct Exec<'a> {
     pub interrupt: Interrupt<'a>,
     /// The session's cache groups, for the pgtier_cache_* views.
     pub cache: Option<&'a pgtier_cache::Cache>,
+    /// The database's columnar copies, for the pgtier_analytics views.
+    pub analytics: Option<&'a crate::catalog::analytics::Analytics>,
     /// What `currval`/`lastval` return: this session's last `nextval`s.
     pub sequences: &'a mut SessionSequences,
     /// The statement only reads (a SELECT without FOR UPDATE, or the join
@@ -337,6 +339,7 @@ impl SubqueryRunner for Exec<'_> {
             catalog: self.txn.catalog(),
             settings: self.settings,
             cache: self.cache,
+            analytics: self.analytics,
             standby: self.txn.is_standby(),
         })
     }

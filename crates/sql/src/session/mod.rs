@@ -29,6 +29,7 @@ use crate::plan::{OutputColumn, Plan, Prepared};
 use crate::settings::{READ_ONLY_SETTINGS, SUPERUSER_SETTINGS, Settings, normalize_setting};
 use crate::value;
 
+mod analytics;
 mod backward;
 mod block;
 mod cache;
@@ -39,6 +40,7 @@ mod savepoint;
 mod statement;
 mod temp;
 
+pub use analytics::stop_analytics;
 pub use block::{CommitParticipant, TransactionStatus, Via};
 pub use prepared::{Fallback, Utility};
 use rows::Tag;
@@ -103,6 +105,10 @@ pub struct Connection {
     temp: temp::Temp,
     /// Open SQL cursors (session/cursor.rs).
     cursors: cursor::Cursors,
+    /// The database's columnar copies, if they run, and the registry's
+    /// generation they were looked up at (session/analytics.rs).
+    analytics: Option<Arc<crate::catalog::analytics::Analytics>>,
+    analytics_seen: u64,
 }
 
 /// Statements whose result buffers a connection keeps.
@@ -151,8 +157,11 @@ impl Connection {
             cache: None,
             temp: temp::Temp::new(),
             cursors: cursor::Cursors::default(),
+            analytics: None,
+            analytics_seen: 0,
         }
         .with_temp_schema()
+        .with_analytics()
         .with_commit_mode_setting()
     }
 
@@ -507,6 +516,10 @@ impl Connection {
         if let Some(answer) = self.session_command(&prepared.plan) {
             return answer;
         }
+        if let Plan::SetAnalytics { table, on } = &prepared.plan {
+            return self.set_analytics(&prepared.perms, table, *on);
+        }
+        self.refresh_analytics();
         let began_now = self.open_txn().is_none();
         self.ensure_txn()?;
         let prepared = self.current_plan(stmt, prepared)?;
@@ -550,6 +563,7 @@ impl Connection {
             notices: &mut self.notices,
             interrupt: Interrupt::new(self.cancel.as_deref(), deadline, mem_limit),
             cache: self.cache.as_deref(),
+            analytics: self.analytics.as_deref(),
             sequences: &mut self.sequences,
             hash_joins: matches!(&prepared.plan, Plan::Select(s) if !s.for_update),
             level_hashes: LevelHashes::default(),
@@ -900,6 +914,11 @@ fn run_plan(
             Ok((Tag::Plain("SET CONSTRAINTS"), 0))
         }
         Plan::Dcl(d) => ex.dcl(d).map(|tag| (Tag::Plain(tag), 0)),
+        // The session runs it (session/analytics.rs); reached only from
+        // inside a transaction (a function's body).
+        Plan::SetAnalytics { .. } => {
+            Err(SqlError::new("25001", "ALTER TABLE ... SET ANALYTICS cannot run inside a transaction block"))
+        }
         Plan::Txn(_) | Plan::Set { .. } | Plan::Show { .. } | Plan::Explain { .. } | Plan::Noop { .. } => {
             Ok((Tag::Plain(""), 0))
         }
