@@ -42,6 +42,7 @@ answers), and report.md + tpch.json in --out. Exit status 1 when an answer is DI
 Examples:
   pgtier bench tpch --scale 0.01
   pgtier bench tpch --scale 0.1 --runs 5 --timeout 120 --targets postgresql,embedded
+  pgtier bench tpch --scale 0.1 --targets embedded --analytics   # + compression per table
   pgtier bench tpch --url postgres://postgres@127.0.0.1:5432/tpch \\
       --pgtier-url postgres://app@127.0.0.1:5433/pgtier --queries 13,19";
 
@@ -79,6 +80,9 @@ pub struct TpchArgs {
     /// Use the tables the targets already hold (from an earlier run at the same --scale; pass --work-dir to keep the pgtier targets' data) instead of reloading
     #[arg(long)]
     skip_load: bool,
+    /// After the load, enable the columnar copy (ALTER TABLE ... SET ANALYTICS ON) of the 8 tables on the embedded target and report each table's compression and enable rate beside study 004's (the queries still run on the row path)
+    #[arg(long)]
+    analytics: bool,
     /// Parallel bulk-load streams per target [default: CPUs]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
     load_streams: Option<u16>,
@@ -260,6 +264,7 @@ pub fn run(args: TpchArgs) -> anyhow::Result<()> {
         load_streams: args.load_streams.map_or(cpus, usize::from),
         queries: if args.queries.is_empty() { (1..=22).collect() } else { args.queries.clone() },
         skip_load: args.skip_load,
+        analytics: args.analytics,
     };
     eprintln!(
         "pgtier: bench tpch SF {}: {} timed runs per query after a warm-up, timeout {} s; targets: {}",
