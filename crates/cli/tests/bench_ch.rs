@@ -64,7 +64,7 @@ fn a_short_run_writes_its_report() {
         "--duration",
         "3",
         "--query-timeout",
-        "20",
+        "5",
         "--seed",
         "7",
         "--targets",

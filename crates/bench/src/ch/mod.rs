@@ -269,7 +269,8 @@ pub fn deviations(options: &ChOptions) -> Vec<String> {
          end is left out (in b and in c alike); per-query figures are medians of the counted runs",
         "Q15's view revenue0 is a CTE of the query (one statement on every target)",
         "statement_timeout bounds every analytic query (timeouts counted, the stream goes on); a refused \
-         query is reported with its SQLSTATE, not rewritten",
+         query is reported with its SQLSTATE, not rewritten; with a query timeout as long as the window, \
+         one query that times out fills a phase's window alone",
         "pgtier answers the analytic queries on its row store (the columnar path is not routed yet)",
         "analytic CPU share: not configurable yet (no resource control); both streams share 2 cores",
         "supplier comments, addresses, phones and balances are drawn from the run's seed; nation names and \

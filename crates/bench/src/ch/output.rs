@@ -46,6 +46,7 @@ fn median_cell(s: &SideResult, phase: PhaseKind, query: u8) -> String {
     match (&q.timing, q.timeouts, q.refused) {
         (Some(t), 0, 0) => ms(t.median_ms),
         (Some(t), timeouts, refused) => format!("{} ({}t {}r)", ms(t.median_ms), timeouts, refused),
+        (None, 0, 0) if q.cut > 0 => "cut at end".to_owned(),
         (None, 0, 0) => "not reached".to_owned(),
         (None, t, 0) => format!("timeout x{t}"),
         (None, _, _) => "refused".to_owned(),

@@ -85,8 +85,11 @@ pub struct QueryTimes {
     pub query: u8,
     /// The counted runs' times; `None` when none completed in the window.
     pub timing: Option<Timing>,
-    /// Runs ended by the statement_timeout (57014).
+    /// Runs started in the window and ended by the statement_timeout
+    /// (57014), wherever they ended.
     pub timeouts: u32,
+    /// Runs started in the window that answered after its end (left out).
+    pub cut: u32,
     /// Runs refused (another error), and the first refusal.
     pub refused: u32,
     pub refusal: Option<String>,
@@ -102,7 +105,8 @@ pub struct AnalyticFigures {
     pub queries_per_hour: f64,
     pub timeouts: u64,
     pub refused: u64,
-    /// Runs left out: started in the ramp-up, or cut by the window's end.
+    /// Runs left out: started in the ramp-up, or ended after the window
+    /// (timeouts among them are counted in `timeouts` too).
     pub outside_window: u64,
     pub per_query: Vec<QueryTimes>,
 }
@@ -126,7 +130,11 @@ pub fn figures(queries: &[Query], streams: &[Vec<QueryRun>], window: &Window) ->
     for q in queries {
         let counted: Vec<&QueryRun> = runs.iter().copied().filter(|r| r.query == q.number && inside(r)).collect();
         let ms: Vec<f64> = counted.iter().filter_map(|r| r.outcome.as_ref().ok().copied()).collect();
-        let timeouts = counted.iter().filter(|r| matches!(r.outcome, Err(Status::Timeout { .. }))).count() as u32;
+        let started_inside: Vec<&QueryRun> =
+            runs.iter().copied().filter(|r| r.query == q.number && r.started >= start).collect();
+        let timeouts =
+            started_inside.iter().filter(|r| matches!(r.outcome, Err(Status::Timeout { .. }))).count() as u32;
+        let cut = started_inside.iter().filter(|r| r.ended > end && r.outcome.is_ok()).count() as u32;
         let refusals: Vec<&Status> = counted
             .iter()
             .filter_map(|r| r.outcome.as_ref().err())
@@ -136,6 +144,7 @@ pub fn figures(queries: &[Query], streams: &[Vec<QueryRun>], window: &Window) ->
             query: q.number,
             timing: (!ms.is_empty()).then(|| Timing::of(ms)),
             timeouts,
+            cut,
             refused: refusals.len() as u32,
             refusal: refusals.first().map(|s| s.describe()),
         });
@@ -193,6 +202,7 @@ mod tests {
         ];
         let f = figures(&queries, &[stream], &window);
         assert_eq!((f.completed, f.timeouts, f.refused, f.outside_window), (2, 1, 1, 2));
+        assert_eq!(f.query(5).map(|q| q.cut), Some(1));
         assert!((f.window_s - 1.0).abs() < 1e-9 && (f.queries_per_hour - 7_200.0).abs() < 1e-6);
         assert_eq!(f.query(2).and_then(|q| q.timing.as_ref()).map(|t| t.median_ms), Some(300.0));
         assert!(f.query(1).is_some_and(|q| q.timing.is_none()), "started in the ramp-up");
