@@ -9,6 +9,7 @@ pub mod result;
 pub mod target;
 
 // Workloads, drivers, statistics, targets: modules below this line.
+pub mod ch;
 pub mod cpu;
 pub mod demo;
 pub mod device;

@@ -6,6 +6,7 @@ mod backend_cmd;
 mod backup_cmd;
 mod bench_cmd;
 mod cache_cmd;
+mod ch_cmd;
 mod compare_cmd;
 mod demo_cmd;
 mod demo_flash_cmd;
@@ -75,6 +76,8 @@ enum BenchCommand {
     Tpch(Box<tpch_cmd::TpchArgs>),
     /// Study 004's OLTP side: TPC-C as HammerDB TPROC-C runs it (NOPM, TPM, consistency checks) on PostgreSQL, the pgtier server and the embedded engine.
     Tpcc(Box<tpcc_cmd::TpccArgs>),
+    /// Study 004's mixed side: CH-benCHmark, TPC-C and the 22 analytic queries at once (NOPM kept, query slowdown, answers compared) on PostgreSQL, the pgtier server and the embedded engine.
+    Ch(Box<ch_cmd::ChArgs>),
     /// An hour (--duration) of TATP over the wire with cache-group cycles, connection churn and cancels against a spawned server: RSS, fds, threads and p99 over time, growth judged.
     Soak(Box<soak_cmd::SoakArgs>),
 }
@@ -127,6 +130,7 @@ fn main() {
             BenchCommand::Jpetstore(args) => jpetstore_cmd::run(*args),
             BenchCommand::Tpch(args) => tpch_cmd::run(*args),
             BenchCommand::Tpcc(args) => tpcc_cmd::run(*args),
+            BenchCommand::Ch(args) => ch_cmd::run(*args),
             BenchCommand::Soak(args) => soak_cmd::run(*args),
         },
     };

@@ -47,7 +47,7 @@ Examples:
   pgtier bench tpcc --targets postgresql,embedded --pgtier-commit async --rampup 30";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum CommitArg {
+pub(crate) enum CommitArg {
     /// Acknowledged after the WAL fsync (as PostgreSQL's synchronous_commit=on)
     Sync,
     /// Acknowledged when in the WAL buffer, flushed within 10 ms
@@ -100,9 +100,9 @@ pub struct TpccArgs {
 }
 
 #[derive(Clone, Debug, PartialEq)]
-struct Targets(Vec<SideKind>);
+pub(crate) struct Targets(pub(crate) Vec<SideKind>);
 
-fn parse_targets(list: &str) -> Result<Targets, String> {
+pub(crate) fn parse_targets(list: &str) -> Result<Targets, String> {
     let mut out = Vec::new();
     for name in list.split(',').map(str::trim) {
         let kind = match name {
@@ -179,6 +179,107 @@ impl TpccProgress for Bars {
     }
 }
 
+/// The targets of a run, opened: PostgreSQL (`url`, else the managed
+/// cluster), the pgtier server (`pgtier_url`, else one started in-process
+/// with its data in the work directory), the embedded engine (data in the
+/// work directory); the work directory a temporary one unless given.
+/// Shared by `bench tpcc` and `bench ch`.
+pub(crate) struct OpenedTargets {
+    pub(crate) pg: Option<PgTarget>,
+    pub(crate) served: Option<PgTarget>,
+    pub(crate) embedded: Option<EmbeddedTarget>,
+    server: Option<pgtier_server::RunningServer>,
+    // Last: removed after the targets above are closed.
+    _temp: Option<crate::bench_cmd::TempDir>,
+}
+
+/// Where [`OpenedTargets::open`] finds its targets.
+pub(crate) struct TargetFlags<'a> {
+    pub(crate) kinds: &'a [SideKind],
+    pub(crate) url: Option<&'a str>,
+    pub(crate) pgtier_url: Option<&'a str>,
+    pub(crate) work_dir: Option<&'a Path>,
+    pub(crate) commit: CommitArg,
+    /// Names the temporary work directory (`pgtier-<name>-<pid>`).
+    pub(crate) name: &'a str,
+}
+
+impl OpenedTargets {
+    pub(crate) fn open(flags: &TargetFlags<'_>) -> anyhow::Result<OpenedTargets> {
+        let kinds = flags.kinds;
+        let pg = if kinds.contains(&SideKind::Postgresql) {
+            let url = url_or_managed(flags.url)?;
+            let t = PgTarget::open(&url).context("opening the PostgreSQL target")?.with_copy_format(CopyFormat::Text);
+            if t.is_pgtier() {
+                bail!("--url must be PostgreSQL, not a pgtier server; pass that as --pgtier-url");
+            }
+            Some(t)
+        } else {
+            None
+        };
+        let mut temp = None;
+        let work_dir = match flags.work_dir {
+            Some(dir) => dir.to_path_buf(),
+            None => temp.insert(crate::bench_cmd::TempDir::new(flags.name)?).0.clone(),
+        };
+        std::fs::create_dir_all(&work_dir).with_context(|| format!("creating {}", work_dir.display()))?;
+        let mut server = None;
+        let served = if kinds.contains(&SideKind::PgtierServer) {
+            let url = match flags.pgtier_url {
+                Some(u) => u.to_owned(),
+                None => {
+                    let dir = work_dir.join("server");
+                    let _ = std::fs::remove_dir_all(&dir);
+                    let (s, u) = start_server(&dir, flags.commit)?;
+                    server = Some(s);
+                    u
+                }
+            };
+            let t = PgTarget::open(&url).context("opening the pgtier server target")?;
+            if !t.is_pgtier() {
+                bail!("--pgtier-url answers as PostgreSQL, not as a pgtier server");
+            }
+            Some(t.with_copy_format(CopyFormat::Text))
+        } else {
+            None
+        };
+        let embedded = if kinds.contains(&SideKind::Embedded) {
+            let dir = work_dir.join("embedded");
+            let _ = std::fs::remove_dir_all(&dir);
+            let mode = match flags.commit {
+                CommitArg::Sync => CommitMode::Sync,
+                CommitArg::Async => CommitMode::Async,
+            };
+            Some(EmbeddedTarget::open(&dir, mode)?)
+        } else {
+            None
+        };
+        Ok(OpenedTargets { pg, served, embedded, server, _temp: temp })
+    }
+
+    /// The opened targets in the order PostgreSQL, server, embedded.
+    pub(crate) fn sides(&self) -> Vec<Side<'_>> {
+        let mut sides = Vec::new();
+        if let Some(t) = &self.pg {
+            sides.push(Side { kind: SideKind::Postgresql, target: t as &dyn Target });
+        }
+        if let Some(t) = &self.served {
+            sides.push(Side { kind: SideKind::PgtierServer, target: t });
+        }
+        if let Some(t) = &self.embedded {
+            sides.push(Side { kind: SideKind::Embedded, target: t });
+        }
+        sides
+    }
+
+    /// Stops the in-process server, if one was started.
+    pub(crate) fn shutdown_server(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.shutdown();
+        }
+    }
+}
+
 fn start_server(data_dir: &Path, commit: CommitArg) -> anyhow::Result<(pgtier_server::RunningServer, String)> {
     let mode = match commit {
         CommitArg::Sync => "sync",
@@ -188,67 +289,15 @@ fn start_server(data_dir: &Path, commit: CommitArg) -> anyhow::Result<(pgtier_se
 }
 
 pub fn run(args: TpccArgs) -> anyhow::Result<()> {
-    let kinds = &args.targets.0;
-    let pg = if kinds.contains(&SideKind::Postgresql) {
-        let url = url_or_managed(args.url.as_deref())?;
-        let t = PgTarget::open(&url).context("opening the PostgreSQL target")?.with_copy_format(CopyFormat::Text);
-        if t.is_pgtier() {
-            bail!("--url must be PostgreSQL, not a pgtier server; pass that as --pgtier-url");
-        }
-        Some(t)
-    } else {
-        None
-    };
-    let temp;
-    let work_dir = match &args.work_dir {
-        Some(dir) => dir.clone(),
-        None => {
-            temp = crate::bench_cmd::TempDir::new("tpcc")?;
-            temp.0.clone()
-        }
-    };
-    std::fs::create_dir_all(&work_dir).with_context(|| format!("creating {}", work_dir.display()))?;
-    let mut server = None;
-    let served = if kinds.contains(&SideKind::PgtierServer) {
-        let url = match &args.pgtier_url {
-            Some(u) => u.clone(),
-            None => {
-                let dir = work_dir.join("server");
-                let _ = std::fs::remove_dir_all(&dir);
-                let (s, u) = start_server(&dir, args.pgtier_commit)?;
-                server = Some(s);
-                u
-            }
-        };
-        let t = PgTarget::open(&url).context("opening the pgtier server target")?;
-        if !t.is_pgtier() {
-            bail!("--pgtier-url answers as PostgreSQL, not as a pgtier server");
-        }
-        Some(t.with_copy_format(CopyFormat::Text))
-    } else {
-        None
-    };
-    let embedded = if kinds.contains(&SideKind::Embedded) {
-        let dir = work_dir.join("embedded");
-        let _ = std::fs::remove_dir_all(&dir);
-        let mode = match args.pgtier_commit {
-            CommitArg::Sync => CommitMode::Sync,
-            CommitArg::Async => CommitMode::Async,
-        };
-        Some(EmbeddedTarget::open(&dir, mode)?)
-    } else {
-        None
-    };
-    let mut sides = Vec::new();
-    if let Some(t) = &pg {
-        sides.push(Side { kind: SideKind::Postgresql, target: t as &dyn Target });
-    }
-    if let Some(t) = &served {
-        sides.push(Side { kind: SideKind::PgtierServer, target: t });
-    }
-    if let Some(t) = &embedded {
-        sides.push(Side { kind: SideKind::Embedded, target: t });
-    }
+    let mut opened = OpenedTargets::open(&TargetFlags {
+        kinds: &args.targets.0,
+        url: args.url.as_deref(),
+        pgtier_url: args.pgtier_url.as_deref(),
+        work_dir: args.work_dir.as_deref(),
+        commit: args.pgtier_commit,
+        name: "tpcc",
+    })?;
+    let sides = opened.sides();
     let scale = if args.test_scale { Scale::small(args.warehouses) } else { Scale::spec(args.warehouses) };
     let cpus = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
     let options = TpccOptions {
@@ -270,9 +319,8 @@ pub fn run(args: TpccArgs) -> anyhow::Result<()> {
     );
     let mut bars = Bars { load: None, run: None, total: options.rampup + options.measure };
     let report = tpcc::run(&options, &sides, &mut bars);
-    if let Some(s) = server.take() {
-        s.shutdown();
-    }
+    drop(sides);
+    opened.shutdown_server();
     let report = report.context("bench tpcc")?;
     print!("{}", tpcc::output::summary(&report));
     for f in tpcc::output::write_files(&args.out, &report)? {

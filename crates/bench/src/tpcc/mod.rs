@@ -251,7 +251,7 @@ fn check_options(options: &TpccOptions, sides: &[Side<'_>]) -> Result<(), TpccEr
 }
 
 /// Settings of a target that tell the sides apart: memory and commit.
-fn settings(target: &dyn Target) -> Vec<(String, String)> {
+pub fn settings(target: &dyn Target) -> Vec<(String, String)> {
     let Ok(mut s) = target.connect() else { return Vec::new() };
     let mut out = Vec::new();
     for name in ["server_version", "shared_buffers", "synchronous_commit", "fsync", "default_transaction_isolation"] {
@@ -265,7 +265,7 @@ fn settings(target: &dyn Target) -> Vec<(String, String)> {
 }
 
 /// This process's VmRSS, MiB.
-fn process_rss_mib() -> Option<f64> {
+pub fn process_rss_mib() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
@@ -291,6 +291,52 @@ fn txn_results(tally: &driver::RepetitionTally) -> Vec<TxnResult> {
         .collect()
 }
 
+/// The OLTP figures of one measure window (what a run of the mix gives).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OltpFigures {
+    pub measure_s: f64,
+    pub nopm: f64,
+    pub tpm: f64,
+    pub tpm_with_rollbacks: f64,
+    pub transactions: Vec<TxnResult>,
+    /// The error that stopped the run (with its SQLSTATE).
+    pub error: Option<String>,
+}
+
+/// Runs the mix on `target` with `clients` sessions: ramp-up, then the
+/// measure window; `on_tick` as the driver's. A failure of the run is in
+/// the figures' `error` (NOPM 0), not an `Err`.
+pub fn run_oltp(
+    target: &dyn Target,
+    scale: Scale,
+    clients: u32,
+    window: (Duration, Duration),
+    seed: u64,
+    live: &LiveCounters,
+    on_tick: &mut dyn FnMut(Phase, Duration),
+) -> OltpFigures {
+    let (rampup, measure) = window;
+    let workload = TpccWorkload { scale };
+    let spec =
+        LoadSpec { threads: clients, rate_per_s: None, ramp_up: rampup, measure, ramp_down: Duration::ZERO, seed };
+    let outcome = driver::run_repetition(target, &workload, &spec, live, on_tick);
+    let minutes = measure.as_secs_f64() / 60.0;
+    let (transactions, error) = match outcome {
+        Ok(tally) => (txn_results(&tally), None),
+        Err(e) => (Vec::new(), Some(e.to_string())),
+    };
+    let committed: u64 = transactions.iter().map(|t| t.committed).sum();
+    let rolled_back: u64 = transactions.iter().map(|t| t.rolled_back).sum();
+    OltpFigures {
+        measure_s: measure.as_secs_f64(),
+        nopm: transactions.first().map_or(0.0, |t| t.committed_per_minute),
+        tpm: committed as f64 / minutes,
+        tpm_with_rollbacks: (committed + rolled_back) as f64 / minutes,
+        transactions,
+        error,
+    }
+}
+
 /// Populates and runs one side; a failure of the run itself is recorded
 /// in the result (the other sides still run), a failure to load is not.
 fn run_side(options: &TpccOptions, side: &Side<'_>, progress: &mut dyn TpccProgress) -> Result<SideResult, TpccError> {
@@ -304,27 +350,16 @@ fn run_side(options: &TpccOptions, side: &Side<'_>, progress: &mut dyn TpccProgr
     progress.loaded(side.kind, &load);
     let checks_after_load = consistency::run_checks(target).map_err(db)?;
     let durability = target.durability().map_err(db)?;
-    let workload = TpccWorkload { scale: options.scale };
-    let spec = LoadSpec {
-        threads: options.clients,
-        rate_per_s: None,
-        ramp_up: options.rampup,
-        measure: options.measure,
-        ramp_down: Duration::ZERO,
-        seed: options.seed,
-    };
     let live = LiveCounters::default();
-    let outcome = driver::run_repetition(target, &workload, &spec, &live, &mut |phase, elapsed| {
-        progress.running(side.kind, phase, elapsed, live.finished.load(Ordering::Relaxed))
-    });
-    let minutes = options.measure.as_secs_f64() / 60.0;
-    let (transactions, error) = match outcome {
-        Ok(tally) => (txn_results(&tally), None),
-        Err(e) => (Vec::new(), Some(e.to_string())),
-    };
-    let committed: u64 = transactions.iter().map(|t| t.committed).sum();
-    let rolled_back: u64 = transactions.iter().map(|t| t.rolled_back).sum();
-    let nopm = transactions.first().map_or(0.0, |t| t.committed_per_minute);
+    let oltp = run_oltp(
+        target,
+        options.scale,
+        options.clients,
+        (options.rampup, options.measure),
+        options.seed,
+        &live,
+        &mut |phase, elapsed| progress.running(side.kind, phase, elapsed, live.finished.load(Ordering::Relaxed)),
+    );
     let checks = consistency::run_checks(target).map_err(db)?;
     let result = SideResult {
         side: side.kind,
@@ -333,13 +368,13 @@ fn run_side(options: &TpccOptions, side: &Side<'_>, progress: &mut dyn TpccProgr
         settings: settings(target),
         load: Some(load),
         checks_after_load,
-        measure_s: options.measure.as_secs_f64(),
-        nopm,
-        tpm: committed as f64 / minutes,
-        tpm_with_rollbacks: (committed + rolled_back) as f64 / minutes,
-        transactions,
+        measure_s: oltp.measure_s,
+        nopm: oltp.nopm,
+        tpm: oltp.tpm,
+        tpm_with_rollbacks: oltp.tpm_with_rollbacks,
+        transactions: oltp.transactions,
         checks,
-        error,
+        error: oltp.error,
         process_rss_mib: process_rss_mib(),
     };
     progress.side_done(&result);

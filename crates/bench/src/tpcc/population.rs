@@ -101,10 +101,11 @@ pub fn order_lines(seed: u64, w: i64, d: i64, o: i64) -> i64 {
     5 + (mix(seed ^ mix((w as u64) << 40 ^ (d as u64) << 32 ^ o as u64)) % 11) as i64
 }
 
-/// A row source from a closure that fills the next row or says it is done.
-struct Rows<'a, F> {
-    next: F,
-    loaded: &'a AtomicU64,
+/// A row source from a closure that fills the next row or says it is done,
+/// counting the rows it gave in `loaded` (for progress).
+pub struct Rows<'a, F> {
+    pub next: F,
+    pub loaded: &'a AtomicU64,
 }
 
 impl<F: FnMut(&mut Vec<Value>) -> bool + Send> RowSource for Rows<'_, F> {
@@ -117,7 +118,7 @@ impl<F: FnMut(&mut Vec<Value>) -> bool + Send> RowSource for Rows<'_, F> {
     }
 }
 
-fn text(s: impl Into<String>) -> Value {
+pub fn text(s: impl Into<String>) -> Value {
     Value::Text(s.into())
 }
 
@@ -366,9 +367,22 @@ pub fn populate(
     streams: usize,
     tick: &mut dyn FnMut(u64, u64),
 ) -> Result<LoadReport, DbError> {
+    populate_at(target, scale, seed, &random::timestamp_now(), streams, tick)
+}
+
+/// [`populate`] with every population timestamp (C_SINCE, H_DATE,
+/// O_ENTRY_D, OL_DELIVERY_D) set to `now`, so several targets loaded one
+/// after another hold the same rows (CH-benCHmark compares their answers).
+pub fn populate_at(
+    target: &dyn Target,
+    scale: Scale,
+    seed: u64,
+    now: &str,
+    streams: usize,
+    tick: &mut dyn FnMut(u64, u64),
+) -> Result<LoadReport, DbError> {
     schema::drop_tables(target)?;
     schema::create_tables(target)?;
-    let now = random::timestamp_now();
     let mut jobs = vec![Job { table: "item", w: 0 }];
     for w in 1..=i64::from(scale.warehouses) {
         // Largest first, so the small tables fill the gaps at the end.
@@ -389,7 +403,7 @@ pub fn populate(
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         let Some(&job) = jobs.get(i) else { return Ok(done) };
-                        done.push((job.table, load_job(target, scale, seed, &now, job, &loaded)?));
+                        done.push((job.table, load_job(target, scale, seed, now, job, &loaded)?));
                     }
                 })
             })

@@ -65,8 +65,9 @@
 //!   a power-test-like sequence of single queries, timed one by one, with
 //!   a warm-up run first (the spec's power test runs each query once, cold).
 //!
-//! TPC-C and CH-benCHmark will sit beside this module (same targets,
-//! same output conventions); [`schema`] and [`queries`] are TPC-H's alone.
+//! TPC-C and CH-benCHmark sit beside this module (same targets, same
+//! output conventions, CH-benCHmark also this module's [`QuerySession`]
+//! and [`answers`]); [`schema`] and [`queries`] are TPC-H's alone.
 
 pub mod answers;
 pub mod compression;
@@ -164,7 +165,8 @@ pub struct Timing {
 }
 
 impl Timing {
-    fn of(runs_ms: Vec<f64>) -> Timing {
+    /// The statistics of `runs_ms` (at least one run).
+    pub fn of(runs_ms: Vec<f64>) -> Timing {
         assert!(!runs_ms.is_empty(), "a timing needs at least one run");
         let mut sorted = runs_ms.clone();
         sorted.sort_by(f64::total_cmp);
@@ -372,7 +374,7 @@ const CLIENT_GRACE: Duration = Duration::from_secs(10);
 /// [`CLIENT_GRACE`]: a target that ignores statement_timeout (or refused
 /// it) is cut off client-side, its session abandoned (left to its thread,
 /// which ends when the target answers) and a new one opened.
-struct QuerySession<'a> {
+pub struct QuerySession<'a> {
     side: &'a Side<'a>,
     session: Option<Box<dyn Session>>,
     timeout: Duration,
@@ -381,7 +383,24 @@ struct QuerySession<'a> {
     no_statement_timeout: Option<String>,
 }
 
-impl QuerySession<'_> {
+impl<'a> QuerySession<'a> {
+    /// A session on `side` whose queries are bounded by `timeout`; it
+    /// connects at its first query (or [`QuerySession::open`]).
+    pub fn new(side: &'a Side<'a>, timeout: Duration) -> QuerySession<'a> {
+        QuerySession { side, session: None, timeout, no_statement_timeout: None }
+    }
+
+    pub fn side(&self) -> &'a Side<'a> {
+        self.side
+    }
+
+    /// Connects now, so a target that cannot be reached fails before a run.
+    pub fn open(&mut self) -> Result<(), DbError> {
+        let s = self.connect()?;
+        self.session = Some(s);
+        Ok(())
+    }
+
     fn connect(&mut self) -> Result<Box<dyn Session>, DbError> {
         if let Some(s) = self.session.take() {
             return Ok(s);
@@ -396,7 +415,7 @@ impl QuerySession<'_> {
     }
 
     /// How this target's queries are bounded, for the report.
-    fn timeout_method(&self) -> String {
+    pub fn timeout_method(&self) -> String {
         match &self.no_statement_timeout {
             None => "statement_timeout".to_owned(),
             Some(e) => format!("client-side only (SET statement_timeout refused: {e})"),
@@ -405,7 +424,7 @@ impl QuerySession<'_> {
 
     /// One run: the answer and its wall time (measured on the thread that
     /// runs it, so the hand-off is not counted), or the error.
-    fn run(&mut self, sql: &str) -> Result<(Vec<TextRow>, f64), DbError> {
+    pub fn run(&mut self, sql: &str) -> Result<(Vec<TextRow>, f64), DbError> {
         let mut session = self.connect()?;
         let sql = sql.to_owned();
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
@@ -442,7 +461,8 @@ impl QuerySession<'_> {
     }
 }
 
-fn failed(e: DbError, timeout: Duration) -> Status {
+/// The status of a query that ended in `e`: a timeout (57014) or a refusal.
+pub fn failed(e: DbError, timeout: Duration) -> Status {
     // 57014: query_canceled (statement_timeout).
     if e.sqlstate_is("57014") {
         return Status::Timeout { after_s: timeout.as_secs_f64() };
@@ -516,9 +536,8 @@ pub fn run(
     };
     let mut sessions = Vec::new();
     for (side, info) in sides.iter().zip(&mut infos) {
-        let mut s = QuerySession { side, session: None, timeout: options.timeout, no_statement_timeout: None };
-        let first = s.connect().map_err(db(side.kind))?;
-        s.session = Some(first);
+        let mut s = QuerySession::new(side, options.timeout);
+        s.open().map_err(db(side.kind))?;
         info.timeout_method = s.timeout_method();
         sessions.push(s);
     }

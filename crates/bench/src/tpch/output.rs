@@ -161,7 +161,7 @@ fn total_cell(report: &TpchReport, kind: SideKind) -> String {
 }
 
 /// Markdown cell text: pipes escaped, one line.
-fn md(s: &str) -> String {
+pub fn md(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 
