@@ -28,13 +28,16 @@
 
 use crate::catalog::TableRows;
 use crate::expr::{CmpOp, Expr};
-use crate::plan::Rel;
+use crate::plan::{Rel, VirtualSource};
 
 use super::{JoinRel, flatten_and, level_of};
 
 /// Below this many rows in all, the order written stays (and so does the
 /// order rows come out in).
 const ROWS_MIN: f64 = 1000.0;
+/// Rows assumed for a subquery in FROM, whose result has no statistics
+/// (PostgreSQL assumes as many for a function's result).
+const SUBQUERY_ROWS_GUESS: f64 = 1000.0;
 /// Rows per probe of an equi-join on columns that are no primary key.
 const NON_KEY_FANOUT_DIV: f64 = 10.0;
 /// The "relation" of an expression edge's other side in `join_rows`: no
@@ -69,12 +72,26 @@ pub fn join_order(
     conjuncts: Vec<Expr>,
 ) -> (Vec<Rel>, Vec<JoinRel>, Vec<Expr>) {
     let n = rels.len();
+    // A subquery in FROM that reads nothing outside it (`VirtualSource::
+    // Query`: computed once per statement) may move; one that reads the
+    // relations before it (LATERAL, a set-returning function) may not.
     let free = (2..=16).contains(&n)
-        && rels.iter().all(|r| r.source.is_none())
+        && rels.iter().all(|r| r.source.as_deref().is_none_or(|s| matches!(s, VirtualSource::Query(_))))
         && joins.iter().all(|j| !j.left && !j.right && !j.full);
-    let rows: Option<Vec<f64>> =
-        if free { rels.iter().map(|r| sizes.estimated_rows(r.table.id).map(|c| c as f64)).collect() } else { None };
-    let Some(rows) = rows.filter(|rows| rows.iter().sum::<f64>() >= ROWS_MIN) else {
+    let rows: Option<Vec<f64>> = if free {
+        rels.iter()
+            .map(|r| match r.source {
+                None => sizes.estimated_rows(r.table.id).map(|c| c as f64),
+                Some(_) => Some(SUBQUERY_ROWS_GUESS),
+            })
+            .collect()
+    } else {
+        None
+    };
+    // Only stored rows count toward the threshold: a join of small tables
+    // keeps its written order (and its rows' order) whatever it joins.
+    let stored: f64 = rows.iter().flatten().zip(&rels).filter(|(_, r)| r.source.is_none()).map(|(c, _)| c).sum();
+    let Some(rows) = rows.filter(|_| stored >= ROWS_MIN) else {
         return (rels, joins, conjuncts);
     };
     let mut all: Vec<Expr> = Vec::with_capacity(conjuncts.len());
