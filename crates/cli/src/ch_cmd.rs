@@ -201,6 +201,8 @@ pub fn run(args: ChArgs) -> anyhow::Result<()> {
         work_dir: args.work_dir.as_deref(),
         commit: args.pgtier_commit,
         name: "ch",
+        embedded_dir: None,
+        keep_data: false,
     })?;
     let sides = opened.sides();
     let scale = if args.test_scale { Scale::small(args.warehouses) } else { Scale::spec(args.warehouses) };

@@ -183,7 +183,7 @@ impl TpccProgress for Bars {
 /// cluster), the pgtier server (`pgtier_url`, else one started in-process
 /// with its data in the work directory), the embedded engine (data in the
 /// work directory); the work directory a temporary one unless given.
-/// Shared by `bench tpcc` and `bench ch`.
+/// Shared by `bench tpcc`, `bench ch` and `bench tpch`.
 pub(crate) struct OpenedTargets {
     pub(crate) pg: Option<PgTarget>,
     pub(crate) served: Option<PgTarget>,
@@ -202,6 +202,11 @@ pub(crate) struct TargetFlags<'a> {
     pub(crate) commit: CommitArg,
     /// Names the temporary work directory (`pgtier-<name>-<pid>`).
     pub(crate) name: &'a str,
+    /// The embedded engine's data directory [default: in the work directory].
+    pub(crate) embedded_dir: Option<&'a Path>,
+    /// Open the pgtier targets' data as it is (a rerun over tables an
+    /// earlier run loaded) instead of emptying it first.
+    pub(crate) keep_data: bool,
 }
 
 impl OpenedTargets {
@@ -229,7 +234,9 @@ impl OpenedTargets {
                 Some(u) => u.to_owned(),
                 None => {
                     let dir = work_dir.join("server");
-                    let _ = std::fs::remove_dir_all(&dir);
+                    if !flags.keep_data {
+                        let _ = std::fs::remove_dir_all(&dir);
+                    }
                     let (s, u) = start_server(&dir, flags.commit)?;
                     server = Some(s);
                     u
@@ -244,8 +251,10 @@ impl OpenedTargets {
             None
         };
         let embedded = if kinds.contains(&SideKind::Embedded) {
-            let dir = work_dir.join("embedded");
-            let _ = std::fs::remove_dir_all(&dir);
+            let dir = flags.embedded_dir.map_or_else(|| work_dir.join("embedded"), Path::to_path_buf);
+            if !flags.keep_data {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
             let mode = match flags.commit {
                 CommitArg::Sync => CommitMode::Sync,
                 CommitArg::Async => CommitMode::Async,
@@ -296,6 +305,8 @@ pub fn run(args: TpccArgs) -> anyhow::Result<()> {
         work_dir: args.work_dir.as_deref(),
         commit: args.pgtier_commit,
         name: "tpcc",
+        embedded_dir: None,
+        keep_data: false,
     })?;
     let sides = opened.sides();
     let scale = if args.test_scale { Scale::small(args.warehouses) } else { Scale::spec(args.warehouses) };

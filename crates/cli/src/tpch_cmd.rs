@@ -3,19 +3,15 @@
 //! (crates/bench/src/tpch). This file turns flags into targets and
 //! options, shows progress and writes the outputs.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use pgtier_bench::target::Target;
-use pgtier_bench::targets::embedded::EmbeddedTarget;
-use pgtier_bench::targets::postgres::{CopyFormat, PgTarget};
 use pgtier_bench::tpch::schema::{SCALE_MAX, SCALE_MIN};
-use pgtier_bench::tpch::{self, LoadReport, QueryResult, Side, SideKind, Status, TpchOptions, TpchProgress};
-use pgtier_engine::CommitMode;
+use pgtier_bench::tpch::{self, LoadReport, QueryResult, SideKind, Status, TpchOptions, TpchProgress};
 
-use crate::bench_cmd::url_or_managed;
+use crate::tpcc_cmd::{CommitArg, OpenedTargets, TargetFlags};
 
 const HELP: &str = "\
 Each target gets the 8 TPC-H tables (the spec's types and primary keys, the same DDL everywhere),
@@ -194,68 +190,20 @@ impl TpchProgress for Bars {
     }
 }
 
-/// The in-process server: async commit (the load is re-runnable and the
-/// queries read only).
-fn start_server(data_dir: &Path) -> anyhow::Result<(pgtier_server::RunningServer, String)> {
-    crate::bench_cmd::start_bench_server(data_dir, "async")
-}
-
 pub fn run(args: TpchArgs) -> anyhow::Result<()> {
-    let kinds = &args.targets.0;
-    let url = url_or_managed(args.url.as_deref())?;
-    let pg = PgTarget::open(&url).with_context(|| "opening the PostgreSQL target")?.with_copy_format(CopyFormat::Text);
-    if pg.is_pgtier() {
-        bail!("--url must be PostgreSQL (the answers' reference), not a pgtier server; pass that as --pgtier-url");
-    }
-    let temp;
-    let work_dir = match &args.work_dir {
-        Some(dir) => dir.clone(),
-        None => {
-            temp = crate::bench_cmd::TempDir::new("tpch")?;
-            temp.0.clone()
-        }
-    };
-    std::fs::create_dir_all(&work_dir).with_context(|| format!("creating {}", work_dir.display()))?;
-
-    let mut server = None;
-    let served = if kinds.contains(&SideKind::PgtierServer) {
-        let server_url = match &args.pgtier_url {
-            Some(u) => u.clone(),
-            None => {
-                let dir = work_dir.join("server");
-                if !args.skip_load {
-                    let _ = std::fs::remove_dir_all(&dir);
-                }
-                let (s, u) = start_server(&dir)?;
-                server = Some(s);
-                u
-            }
-        };
-        let t = PgTarget::open(&server_url).context("opening the pgtier server target")?;
-        if !t.is_pgtier() {
-            bail!("--pgtier-url answers as PostgreSQL, not as a pgtier server");
-        }
-        Some(t.with_copy_format(CopyFormat::Text))
-    } else {
-        None
-    };
-    let embedded = if kinds.contains(&SideKind::Embedded) {
-        let dir = args.embedded_dir.clone().unwrap_or_else(|| work_dir.join("embedded"));
-        if !args.skip_load {
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-        Some(EmbeddedTarget::open(&dir, CommitMode::Async)?)
-    } else {
-        None
-    };
-
-    let mut sides = vec![Side { kind: SideKind::Postgresql, target: &pg as &dyn Target }];
-    if let Some(t) = &served {
-        sides.push(Side { kind: SideKind::PgtierServer, target: t });
-    }
-    if let Some(t) = &embedded {
-        sides.push(Side { kind: SideKind::Embedded, target: t });
-    }
+    // The in-process server and the embedded engine commit asynchronously:
+    // the load is re-runnable and the queries only read.
+    let mut opened = OpenedTargets::open(&TargetFlags {
+        kinds: &args.targets.0,
+        url: args.url.as_deref(),
+        pgtier_url: args.pgtier_url.as_deref(),
+        work_dir: args.work_dir.as_deref(),
+        commit: CommitArg::Async,
+        name: "tpch",
+        embedded_dir: args.embedded_dir.as_deref(),
+        keep_data: args.skip_load,
+    })?;
+    let sides = opened.sides();
     let cpus = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
     let options = TpchOptions {
         scale: args.scale,
@@ -276,9 +224,8 @@ pub fn run(args: TpchArgs) -> anyhow::Result<()> {
     let mut bars = Bars { bar: None };
     let report = tpch::run(&options, &sides, &mut bars);
     bars.clear();
-    if let Some(s) = server.take() {
-        s.shutdown();
-    }
+    drop(sides);
+    opened.shutdown_server();
     let report = report.context("bench tpch")?;
     print!("{}", tpch::output::summary(&report));
     let files = tpch::output::write_files(&args.out, &report)?;
