@@ -392,6 +392,12 @@ impl OlapEngine {
         copy.view(snapshot.get())
     }
 
+    /// The names of the columns a query sees of `table`'s copy, in the
+    /// table's order (a FROM item's aliases are not these).
+    pub fn column_names(&self, table: TableId) -> Result<Vec<String>> {
+        Ok(self.copy(table)?.layout.visible_schema().fields().iter().map(|f| f.name().clone()).collect())
+    }
+
     pub(crate) fn copy(&self, table: TableId) -> Result<Arc<TableCopy>> {
         self.shared.tables.read().get(&table).cloned().ok_or_else(|| OlapError::NotEnabled {
             table: self.shared.db.catalog().table(table).map_or_else(|| format!("id {}", table.0), |t| t.name.clone()),

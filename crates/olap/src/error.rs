@@ -39,6 +39,9 @@ pub enum OlapError {
     /// XX000: Arrow refused a chunk we built (a broken invariant of ours).
     #[error("columnar chunk: {0}")]
     Arrow(String),
+    /// 0A000: this build has no analytic executor (feature `datafusion`).
+    #[error("this build of pgtier has no analytic executor (built without the `analytics` feature)")]
+    NoExecutor,
     /// An error of the analytic executor (DataFusion), as text.
     #[error("analytic query failed: {0}")]
     Query(String),
@@ -53,6 +56,7 @@ impl OlapError {
             OlapError::SnapshotTooOld { .. } => "72000",
             OlapError::CatchUpTimeout { .. } => "57014",
             OlapError::ConsumerStopped(_) => "XX000",
+            OlapError::NoExecutor => "0A000",
             OlapError::Limit(_) => "53400",
             OlapError::Engine(e) => e.sqlstate(),
             OlapError::Query(_) | OlapError::Arrow(_) => "XX000",

@@ -13,6 +13,7 @@ mod compression;
 mod copy;
 mod engine;
 mod error;
+mod rows;
 mod types;
 
 #[cfg(feature = "datafusion")]
@@ -22,6 +23,7 @@ pub use compression::CompressionRow;
 pub use copy::{CHUNK_ROWS, CopyStats, TableView};
 pub use engine::{ACK_INTERVAL, OlapConfig, OlapEngine, OlapStats};
 pub use error::{OlapError, Result};
+pub use rows::batches_to_rows;
 
 /// The Arrow crates the copies are made of, for callers that read
 /// [`TableView::batches`] (one arrow in the tree: the version DataFusion uses).

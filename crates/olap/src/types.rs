@@ -45,9 +45,9 @@ use pgtier_engine::{
 use crate::error::{OlapError, Result};
 
 /// Days from 1970-01-01 (Arrow's epoch) to 2000-01-01 (PostgreSQL's).
-const PG_EPOCH_DAYS: i32 = 10_957;
+pub(crate) const PG_EPOCH_DAYS: i32 = 10_957;
 /// Microseconds from 1970-01-01 to 2000-01-01.
-const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
+pub(crate) const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
 /// The zone Arrow's timestamptz carries: pgtier keeps timestamptz as UTC.
 pub(crate) const UTC: &str = "+00:00";
 

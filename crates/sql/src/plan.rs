@@ -888,6 +888,10 @@ pub enum Plan {
     Explain {
         lines: Vec<String>,
         columns: Vec<OutputColumn>,
+        /// The explained SELECT, whose path (row or columnar,
+        /// exec/columnar) is known only when it runs: the settings and the
+        /// copies are the session's then.
+        select: Option<Box<SelectPlan>>,
     },
     /// CREATE TABLE ... PARTITION OF: `create` (a CreateTable), then the
     /// partition added to `parent`'s list (catalog/partitions.rs); when

@@ -21,6 +21,14 @@
 //! `pgtier ok` on pgtier only (CREATE / LOAD CACHE GROUP); both must
 //! succeed. Every other record runs on the oracle and on pgtier, which
 //! answers from its cache groups.
+//!
+//! `SLT_ANALYTICS=1` (a build with the `analytics` feature): every query
+//! record also checks the columnar path. pgtier's session runs with
+//! `pgtier.analytics = on`, and before each query outside a transaction
+//! block every table without a columnar copy gets one (`ALTER TABLE ...
+//! SET ANALYTICS ON`; tables it refuses stay on the row path), so each
+//! SELECT the translation takes runs on DataFusion and must still equal
+//! PostgreSQL's answer. The run prints how many took the columnar path.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fmt::Write as _;
@@ -258,6 +266,8 @@ fn differential_corpus() {
     files.sort();
     let only = std::env::var("SLT_ONLY").ok();
     let complete = std::env::var("SLT_COMPLETE").is_ok();
+    let analytics = std::env::var("SLT_ANALYTICS").is_ok();
+    let (mut columnar, mut fallbacks) = (0, 0);
     let (mut total, mut pg_ok, mut tier_ok) = (0, 0, 0);
     let mut pg_failures = Vec::new();
     let mut tier_failures = Vec::new();
@@ -290,6 +300,9 @@ fn differential_corpus() {
             conn.attach_cache(cache.clone());
             backend =
                 Some((pgtier_backend::connect(&url).unwrap(), pgtier_backend::connect(&oracle_url).unwrap(), cache));
+        }
+        if analytics {
+            conn.execute_sql("SET pgtier.analytics = on").unwrap();
         }
         let mut rewritten = String::new();
         for rec in &records {
@@ -329,6 +342,9 @@ fn differential_corpus() {
                         .push(format!("{name}.slt:{} PostgreSQL: {}\n  {}\n  {d}", rec.line, rec.header, rec.sql)),
                 }
             }
+            if analytics && matches!(rec.expect, Expect::Rows { .. }) && !conn.in_transaction() {
+                enable_analytics(&mut conn);
+            }
             let tier_out = run_pgtier(&mut conn, &rec.sql);
             let want = if complete { None } else { Some(&rec.expect) };
             let verdict = match want {
@@ -348,6 +364,20 @@ fn differential_corpus() {
         if let Some((.., cache)) = backend {
             cache.shutdown();
         }
+        if analytics {
+            let (answered, fell_back) = conn.columnar_statements();
+            if let Some(last) = conn.columnar_last_fallback() {
+                println!("{name}.slt: {fell_back} analytic queries fell back; the last: {last}");
+            }
+            columnar += answered;
+            fallbacks += fell_back;
+            pgtier_sql::stop_analytics(conn.database());
+        }
+    }
+    if analytics {
+        println!(
+            "slt analytics: {columnar} SELECTs answered by the columnar path, {fallbacks} fell back to the row path"
+        );
     }
     println!("slt: {total} records; PostgreSQL matches {pg_ok}; pgtier matches {tier_ok}");
     assert!(total > 0, "no record ran (SLT_ONLY={only:?} matches no file in {})", corpus_dir().display());
@@ -359,6 +389,25 @@ fn differential_corpus() {
     }
     assert!(pg_failures.is_empty(), "{} records disagree with PostgreSQL (the corpus is wrong)", pg_failures.len());
     assert!(tier_failures.is_empty(), "{} of {total} records differ on pgtier", tier_failures.len());
+}
+
+/// Gives every table of the session's database without a columnar copy
+/// one (SLT_ANALYTICS); the refused ones (types without an Arrow form,
+/// temporary or partitioned tables, other owners) stay without.
+fn enable_analytics(conn: &mut Connection) {
+    let list = "SELECT quote_ident(schemaname) || '.' || quote_ident(tablename) FROM pg_tables \
+                WHERE schemaname NOT IN ('pg_catalog', 'information_schema') \
+                AND NOT EXISTS (SELECT 1 FROM pgtier_analytics_tables a \
+                WHERE a.\"schema\" = schemaname AND a.\"table\" = tablename)";
+    let res = match conn.execute_sql(list) {
+        Ok(res) => res,
+        Err(e) => panic!("listing the tables for SLT_ANALYTICS: {} {}", e.sqlstate, e.message),
+    };
+    let names: Vec<String> =
+        res.rows.map(|rows| rows.iter().filter_map(|r| r.text(0).map(|t| t.to_string())).collect()).unwrap_or_default();
+    for name in names {
+        let _ = conn.execute_sql(&format!("ALTER TABLE {name} SET ANALYTICS ON"));
+    }
 }
 
 /// In completion mode, pgtier is compared with what PostgreSQL just did.

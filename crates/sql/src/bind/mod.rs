@@ -463,6 +463,43 @@ impl<'c> Binder<'c> {
         }
     }
 
+    /// EXPLAIN: the plan's lines now; the SELECT kept for the path it takes
+    /// when run (exec/columnar).
+    fn explain(
+        &mut self,
+        analyze: bool,
+        format: bool,
+        options: Option<&[ast::UtilityOption]>,
+        statement: &ast::Statement,
+    ) -> Result<Plan> {
+        // Options that only change what is printed (COSTS, VERBOSE, ...)
+        // are accepted: pgtier prints no costs either way.
+        let analyzed = analyze
+            || options.iter().copied().flatten().any(|o| {
+                ident(&o.name) == "analyze"
+                    && !matches!(&o.arg, Some(ast::Expr::Value(v)) if v.value == ast::Value::Boolean(false))
+            });
+        let formatted = format
+            || options.iter().copied().flatten().any(|o| {
+                ident(&o.name) == "format" && o.arg.as_ref().is_some_and(|a| a.to_string().to_lowercase() != "text")
+            });
+        if analyzed || formatted {
+            return Err(SqlError::unsupported("EXPLAIN ANALYZE and formats other than text"));
+        }
+        let inner = self.statement(statement)?;
+        let lines = crate::explain::explain(&inner, self.catalog)
+            .ok_or_else(|| SqlError::unsupported("EXPLAIN of this statement"))?;
+        let select = match inner {
+            Plan::Select(s) => Some(Box::new(s)),
+            _ => None,
+        };
+        Ok(Plan::Explain {
+            lines,
+            columns: vec![crate::plan::OutputColumn { name: "QUERY PLAN".into(), ty: Some(DataType::Text) }],
+            select,
+        })
+    }
+
     fn statement(&mut self, stmt: &ast::Statement) -> Result<Plan> {
         use ast::Statement as S;
         match stmt {
@@ -479,28 +516,7 @@ impl<'c> Binder<'c> {
                 _ => Ok(Plan::Select(self.query(q, None)?)),
             },
             S::Explain { analyze, format, options, statement, .. } => {
-                // Options that only change what is printed (COSTS, VERBOSE, ...)
-                // are accepted: pgtier prints no costs either way.
-                let analyzed = *analyze
-                    || options.iter().flatten().any(|o| {
-                        ident(&o.name) == "analyze"
-                            && !matches!(&o.arg, Some(ast::Expr::Value(v)) if v.value == ast::Value::Boolean(false))
-                    });
-                let formatted = format.is_some()
-                    || options.iter().flatten().any(|o| {
-                        ident(&o.name) == "format"
-                            && o.arg.as_ref().is_some_and(|a| a.to_string().to_lowercase() != "text")
-                    });
-                if analyzed || formatted {
-                    return Err(SqlError::unsupported("EXPLAIN ANALYZE and formats other than text"));
-                }
-                let inner = self.statement(statement)?;
-                let lines = crate::explain::explain(&inner, self.catalog)
-                    .ok_or_else(|| SqlError::unsupported("EXPLAIN of this statement"))?;
-                Ok(Plan::Explain {
-                    lines,
-                    columns: vec![crate::plan::OutputColumn { name: "QUERY PLAN".into(), ty: Some(DataType::Text) }],
-                })
+                self.explain(*analyze, format.is_some(), options.as_deref(), statement)
             }
             S::Insert(i) => self.insert(i),
             S::Update(u) => self.update(u),

@@ -19,6 +19,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use parking_lot::Mutex;
 use pgtier_engine::{Catalog, ColumnDef, DataType, TableDef, TableId, TableSchema, Value};
@@ -114,11 +115,25 @@ pub enum CopyState {
 pub struct Analytics {
     pub olap: OlapEngine,
     pub states: Mutex<HashMap<TableId, CopyState>>,
+    /// SELECTs the columnar path answered (exec/columnar).
+    pub columnar_statements: AtomicU64,
+    /// SELECTs translated for it that went back to the row path because
+    /// the analytic executor failed (a copy being built, no executor in
+    /// this build, an error DataFusion raised).
+    pub columnar_fallbacks: AtomicU64,
+    /// The latest of those failures: the analytic query and its error.
+    pub last_fallback: Mutex<Option<String>>,
 }
 
 impl Analytics {
     pub fn new(olap: OlapEngine) -> Analytics {
-        Analytics { olap, states: Mutex::new(HashMap::new()) }
+        Analytics {
+            olap,
+            states: Mutex::new(HashMap::new()),
+            columnar_statements: AtomicU64::new(0),
+            columnar_fallbacks: AtomicU64::new(0),
+            last_fallback: Mutex::new(None),
+        }
     }
 }
 

@@ -17,6 +17,7 @@
 
 mod aggregate;
 mod alter;
+mod columnar;
 mod ddl;
 mod dml;
 mod dml_join;
@@ -43,6 +44,7 @@ use std::time::Instant;
 use pgtier_engine::{RowBuf, RowRef, Transaction, Value, ValueRef};
 
 pub(crate) use aggregate::{HypotheticalRank, REGR_PAIR, ordered_set};
+pub use columnar::explain_route;
 pub use hash_join::LevelHashes;
 pub use sequence::SessionSequences;
 

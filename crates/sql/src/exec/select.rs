@@ -13,6 +13,9 @@ use crate::expr::{Env, NoSubqueries};
 use crate::plan::{Access, SelectPlan};
 use crate::value;
 
+/// Rows of values, as the pipeline passes them on.
+type Rows = Vec<Vec<Value>>;
+
 impl Exec<'_> {
     /// SELECT into `out` (visible columns only).
     pub fn select(&mut self, plan: &SelectPlan, params: &[Value], out: &mut ResultBuf) -> Result<()> {
@@ -35,7 +38,8 @@ impl Exec<'_> {
             && plan.order_by.is_empty()
             && plan.limit.is_none()
             && plan.offset.is_none()
-            && !plan.for_update;
+            && !plan.for_update
+            && !self.columnar_candidate(plan, &[]);
         if streams {
             let env = self.env(params, &[]);
             if let [level] = plan.levels.as_slice()
@@ -165,28 +169,7 @@ impl Exec<'_> {
                     && !plan.for_update
             })
             .map(|l| l.saturating_add(offset));
-        let mut joined: Vec<Vec<Value>> = Vec::new();
-        let mut row = vec![Value::Null; plan.width];
-        let mut streamed_groups = None;
-        match &plan.agg {
-            // Rows feed the aggregates as they are found: memory is per
-            // group, not per row (count(*) over a million rows holds one).
-            Some(agg) if !plan.for_update => {
-                let mut acc = Aggregator::new(&agg.group_by, &agg.aggs);
-                self.join(plan, 0, &mut row, &env, &mut |ex, r| acc.add(ex, &env, r))?;
-                streamed_groups = Some(acc.finish()?);
-            }
-            _ if row_cap == Some(0) => {}
-            _ => {
-                let joined_all = self.join(plan, 0, &mut row, &env, &mut |ex, r| {
-                    joined.push(r.to_vec());
-                    ex.join_stop = row_cap.is_some_and(|cap| joined.len() >= cap);
-                    ex.interrupt.charge(row_bytes(r), holding)
-                });
-                self.join_stop = false;
-                joined_all?;
-            }
-        }
+        let (mut joined, streamed_groups) = self.gather(plan, &env, outer, row_cap, holding)?;
         if plan.for_update {
             joined = self.lock_rows(plan, &env, joined)?;
         }
@@ -249,6 +232,49 @@ impl Exec<'_> {
             rows.retain(|r| seen.insert(GroupKey(plan.distinct_on.iter().map(|&c| r[c].clone()).collect())));
         }
         Ok(limited(plan, rows, offset, limit))
+    }
+
+    /// The joined rows (or, with an aggregate, the groups as they were
+    /// streamed into it; then the rows are none), from the columnar path
+    /// (exec/columnar) when it takes the plan, else from the join; the
+    /// rest of the pipeline is the same either way.
+    fn gather(
+        &mut self,
+        plan: &SelectPlan,
+        env: &Env<'_>,
+        outer: &[Value],
+        row_cap: Option<usize>,
+        holding: &'static str,
+    ) -> Result<(Rows, Option<Rows>)> {
+        if row_cap.is_none()
+            && self.columnar_candidate(plan, outer)
+            && let Some(rows) = self.columnar_rows(plan, env)?
+        {
+            return Ok(if plan.agg.is_some() { (Vec::new(), Some(rows)) } else { (rows, None) });
+        }
+        let mut joined: Vec<Vec<Value>> = Vec::new();
+        let mut row = vec![Value::Null; plan.width];
+        let mut streamed_groups = None;
+        match &plan.agg {
+            // Rows feed the aggregates as they are found: memory is per
+            // group, not per row (count(*) over a million rows holds one).
+            Some(agg) if !plan.for_update => {
+                let mut acc = Aggregator::new(&agg.group_by, &agg.aggs);
+                self.join(plan, 0, &mut row, env, &mut |ex, r| acc.add(ex, env, r))?;
+                streamed_groups = Some(acc.finish()?);
+            }
+            _ if row_cap == Some(0) => {}
+            _ => {
+                let joined_all = self.join(plan, 0, &mut row, env, &mut |ex, r| {
+                    joined.push(r.to_vec());
+                    ex.join_stop = row_cap.is_some_and(|cap| joined.len() >= cap);
+                    ex.interrupt.charge(row_bytes(r), holding)
+                });
+                self.join_stop = false;
+                joined_all?;
+            }
+        }
+        Ok((joined, streamed_groups))
     }
 
     /// SELECT ... FOR UPDATE: lock each row, re-read its latest version and

@@ -117,6 +117,21 @@ fn rebuild(analytics: Arc<Analytics>, tables: Vec<Arc<TableSchema>>) {
 }
 
 impl Connection {
+    /// (SELECTs the columnar path answered, SELECTs that went back to the
+    /// row path after the analytic executor failed) since the database's
+    /// copies started: tests and benchmarks check the path they measure.
+    pub fn columnar_statements(&self) -> (u64, u64) {
+        running(&self.db).map_or((0, 0), |a| {
+            (a.columnar_statements.load(Ordering::Relaxed), a.columnar_fallbacks.load(Ordering::Relaxed))
+        })
+    }
+
+    /// The latest analytic query that failed and went back to the row
+    /// path, with its error (see [`Connection::columnar_statements`]).
+    pub fn columnar_last_fallback(&self) -> Option<String> {
+        running(&self.db).and_then(|a| a.last_fallback.lock().clone())
+    }
+
     /// Finds the database's running copies, or starts them and their
     /// rebuild when the catalog has flagged tables (the session opens
     /// whatever happens: the view shows what failed).

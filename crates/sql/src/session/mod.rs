@@ -600,12 +600,17 @@ impl Connection {
                 Some(self.set(name, value, *local).map(|r| if *reset { (Tag::Plain("RESET"), r.1) } else { r }))
             }
             Plan::Show { name } => Some(self.show(name)),
-            Plan::Explain { lines, .. } => {
+            Plan::Explain { lines, select, .. } => {
+                self.refresh_analytics();
+                let route = match select {
+                    Some(s) => crate::exec::explain_route(s, self.analytics.as_deref(), self.settings.analytics()),
+                    None => Vec::new(),
+                };
                 self.result.reset(1);
-                for line in lines {
+                for line in route.iter().chain(lines) {
                     self.result.push_row(&[Value::Text(line.clone())]);
                 }
-                Some(Ok((Tag::Plain("EXPLAIN"), lines.len() as u64)))
+                Some(Ok((Tag::Plain("EXPLAIN"), (route.len() + lines.len()) as u64)))
             }
             Plan::Noop { tag: "VACUUM" } if self.in_transaction() => {
                 Some(Err(SqlError::new("25001", "VACUUM cannot run inside a transaction block")))

@@ -51,6 +51,9 @@ pub(crate) fn default_settings() -> HashMap<String, String> {
         // What one statement may hold in sorts, hash aggregates and
         // buffered results (exec::Interrupt::charge); 0: no bound.
         ("pgtier.statement_mem", "1GB"),
+        // Where a SELECT over tables with a columnar copy runs
+        // (exec/columnar): off, auto (scan-heavy ones) or on.
+        ("pgtier.analytics", "auto"),
     ];
     pairs
         .iter()
@@ -123,6 +126,10 @@ pub(crate) fn normalize_setting(key: &str, value: &str) -> Result<String> {
             format_ms(parse_ms(key, value)?)
         }
         "pgtier.statement_mem" => format_kb(parse_kb(key, value)?),
+        "pgtier.analytics" => AnalyticsMode::parse(value)
+            .ok_or_else(|| invalid().with_hint("Available values: off, auto, on."))?
+            .name()
+            .to_owned(),
         "bytea_output" => match value.trim().to_lowercase().as_str() {
             v @ ("hex" | "escape") => v.to_owned(),
             _ => return Err(invalid().with_hint("Available values: escape, hex.")),
@@ -313,6 +320,8 @@ pub struct Settings {
     idle_in_transaction_timeout_ms: u32,
     /// pgtier.statement_mem in kB; 0: no bound.
     statement_mem_kb: u32,
+    /// pgtier.analytics.
+    analytics: AnalyticsMode,
     /// Inside a transaction block: each setting's value before the block's
     /// first change, whether a SET LOCAL changed it, and its last
     /// session-level value; COMMIT and ROLLBACK resolve them (`end_block`).
@@ -360,6 +369,37 @@ impl Default for SessionAuth {
     }
 }
 
+/// `pgtier.analytics`: whether a SELECT reading only tables with a
+/// columnar copy runs on it (exec/columnar has the rule).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AnalyticsMode {
+    /// Always the row path.
+    Off,
+    /// The columnar path when the plan scans a table whole.
+    Auto,
+    /// The columnar path whenever the plan can run there.
+    On,
+}
+
+impl AnalyticsMode {
+    fn parse(value: &str) -> Option<AnalyticsMode> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "off" | "false" | "no" | "0" => Some(AnalyticsMode::Off),
+            "auto" => Some(AnalyticsMode::Auto),
+            "on" | "true" | "yes" | "1" => Some(AnalyticsMode::On),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AnalyticsMode::Off => "off",
+            AnalyticsMode::Auto => "auto",
+            AnalyticsMode::On => "on",
+        }
+    }
+}
+
 /// pgtier.statement_mem's default, 1GB (as in `default_settings`).
 const STATEMENT_MEM_DEFAULT_KB: u32 = 1 << 20;
 
@@ -379,6 +419,7 @@ impl Default for Settings {
             statement_timeout_ms: 0,
             idle_in_transaction_timeout_ms: 0,
             statement_mem_kb: STATEMENT_MEM_DEFAULT_KB,
+            analytics: AnalyticsMode::Auto,
             block_undo: Vec::new(),
             in_block: false,
             datetime: None,
@@ -445,6 +486,7 @@ impl Settings {
                 self.idle_in_transaction_timeout_ms = parse_ms(key, &value).unwrap_or(0)
             }
             "pgtier.statement_mem" => self.statement_mem_kb = parse_kb(key, &value).unwrap_or(STATEMENT_MEM_DEFAULT_KB),
+            "pgtier.analytics" => self.analytics = AnalyticsMode::parse(&value).unwrap_or(AnalyticsMode::Auto),
             "search_path" if *self.search_path != *value => self.search_path = Arc::from(value.as_str()),
             "role" | "session_authorization" => self.auth.unchecked_at = None,
             _ => {}
@@ -517,6 +559,10 @@ impl Settings {
     #[inline]
     pub(crate) fn statement_timeout(&self) -> Option<std::time::Duration> {
         (self.statement_timeout_ms != 0).then(|| std::time::Duration::from_millis(u64::from(self.statement_timeout_ms)))
+    }
+
+    pub(crate) fn analytics(&self) -> AnalyticsMode {
+        self.analytics
     }
 
     /// pgtier.statement_mem in bytes; usize::MAX when 0 (no bound).

@@ -1,0 +1,199 @@
+//! The columnar path (study 004): a SELECT over tables with a columnar
+//! copy (`ALTER TABLE t SET ANALYTICS ON`) may have its join, filters and
+//! aggregation run by the analytic executor over the copies, at the
+//! statement's snapshot, instead of by the row path's nested loops.
+//!
+//! Routing (`pgtier.analytics`):
+//! - `off`: never.
+//! - `auto` (the default): when every stored table the plan reads has a
+//!   copy, the plan translates (translate.rs), and some level reads a whole
+//!   table (a Seq Scan on the row path): a plan of key lookups and index
+//!   ranges stays on the row path, where it costs microseconds.
+//! - `on`: whenever every table has a copy and the plan translates.
+//!
+//! Never for a statement whose transaction has written anything (the copy
+//! holds committed rows only, not the transaction's own changes), FOR
+//! UPDATE, a subquery run per outer row, or a LIMIT the row path stops
+//! early for. The answer equals the row path's: the translation refuses
+//! whatever it cannot compute identically, and any error of the analytic
+//! executor (a copy being built or stopped, a snapshot older than the
+//! copy, an overflow DataFusion reports) sends the statement back to the
+//! row path, which then answers or raises PostgreSQL's error. Only a
+//! memory bound the analytic executor reaches is the statement's error.
+//! EXPLAIN prints which path a SELECT takes and why.
+
+mod translate;
+
+use std::sync::atomic::Ordering;
+
+use pgtier_engine::{TableSchema, Value};
+use pgtier_olap::{OlapEngine, OlapError};
+
+use super::Exec;
+use crate::catalog::analytics::Analytics;
+use crate::error::{Result, SqlError};
+use crate::expr::{Env, Subquery, SubqueryRunner};
+use crate::plan::SelectPlan;
+use crate::settings::AnalyticsMode;
+use crate::value::{self, ArithOp};
+use translate::{Context, Shape, Translation, translate};
+
+/// Translation context of a statement that runs: uncorrelated subqueries
+/// are evaluated by the row path (and cached by id as usual).
+struct Running<'e, 'x, 'a> {
+    exec: &'x mut Exec<'a>,
+    env: &'x Env<'e>,
+    analytics: &'x Analytics,
+}
+
+impl Context for Running<'_, '_, '_> {
+    fn copy_columns(&self, table: &TableSchema) -> Option<Vec<String>> {
+        self.analytics.olap.column_names(table.id).ok()
+    }
+
+    fn subquery_values(&mut self, sub: &Subquery) -> Option<Result<Vec<Value>>> {
+        Some(self.exec.run(sub, self.env, &[]))
+    }
+
+    fn params(&self) -> &[Value] {
+        self.env.params
+    }
+}
+
+/// EXPLAIN's context: nothing runs.
+struct Explaining<'x> {
+    analytics: &'x Analytics,
+}
+
+impl Context for Explaining<'_> {
+    fn copy_columns(&self, table: &TableSchema) -> Option<Vec<String>> {
+        self.analytics.olap.column_names(table.id).ok()
+    }
+
+    fn subquery_values(&mut self, _: &Subquery) -> Option<Result<Vec<Value>>> {
+        None
+    }
+
+    fn params(&self) -> &[Value] {
+        &[]
+    }
+}
+
+impl Exec<'_> {
+    /// Cheap checks before any translation: the database has copies, the
+    /// setting allows, the statement is a read of committed rows.
+    pub(super) fn columnar_candidate(&self, plan: &SelectPlan, outer: &[Value]) -> bool {
+        self.analytics.is_some()
+            && outer.is_empty()
+            && !plan.for_update
+            && !plan.levels.is_empty()
+            && self.settings.analytics() != AnalyticsMode::Off
+            && self.txn.is_read_only()
+    }
+
+    /// The rows the join (or, with an aggregate, the groups before HAVING)
+    /// would give, from the columnar copies; None: take the row path.
+    pub(super) fn columnar_rows(&mut self, plan: &SelectPlan, env: &Env<'_>) -> Result<Option<Vec<Vec<Value>>>> {
+        let Some(analytics) = self.analytics else { return Ok(None) };
+        let mode = self.settings.analytics();
+        let translation = {
+            let mut cx = Running { exec: self, env, analytics };
+            match translate(plan, &mut cx) {
+                Ok(t) => t,
+                Err(_) => return Ok(None),
+            }
+        };
+        if mode == AnalyticsMode::Auto && !translation.scans_whole_table {
+            return Ok(None);
+        }
+        let snapshot = self.txn.snapshot_ts();
+        match analytics.olap.query_rows(&translation.sql, snapshot) {
+            Ok(rows) => {
+                analytics.columnar_statements.fetch_add(1, Ordering::Relaxed);
+                let rows = reshape(rows, &translation.shape)?;
+                for r in &rows {
+                    self.interrupt.charge(super::row_bytes(r), "result")?;
+                }
+                Ok(Some(rows))
+            }
+            Err(e) if e.sqlstate() == "53200" => Err(SqlError::new("53200", e.to_string())),
+            Err(e) => {
+                analytics.columnar_fallbacks.fetch_add(1, Ordering::Relaxed);
+                *analytics.last_fallback.lock() = Some(format!("{e} (analytic query: {})", translation.sql));
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// The executor's rows from the analytic answer (see [`Shape`]).
+fn reshape(answer: Vec<Vec<Value>>, shape: &Shape) -> Result<Vec<Vec<Value>>> {
+    let mismatch = || SqlError::new("XX000", "the analytic answer does not have the shape its query asked for");
+    match shape {
+        Shape::Joined { width, positions } => answer
+            .into_iter()
+            .map(|row| {
+                let mut joined = vec![Value::Null; *width];
+                if !positions.is_empty() && row.len() != positions.len() {
+                    return Err(mismatch());
+                }
+                for (&p, v) in positions.iter().zip(row) {
+                    *joined.get_mut(p).ok_or_else(mismatch)? = v;
+                }
+                Ok(joined)
+            })
+            .collect(),
+        Shape::Groups { groups, averages } => {
+            let columns = groups + averages.len() + averages.iter().filter(|&&a| a).count();
+            answer
+                .into_iter()
+                .map(|row| {
+                    if row.len() != columns {
+                        return Err(mismatch());
+                    }
+                    let mut values = row.into_iter();
+                    let mut group: Vec<Value> = values.by_ref().take(*groups).collect();
+                    for &average in averages {
+                        let v = values.next().ok_or_else(mismatch)?;
+                        if !average {
+                            group.push(v);
+                            continue;
+                        }
+                        // exec/aggregate.rs's avg: the numeric sum divided by the count.
+                        let count = values.next().ok_or_else(mismatch)?;
+                        group.push(match count {
+                            Value::Int8(0) | Value::Null => Value::Null,
+                            Value::Int8(n) => value::arith(ArithOp::Div, &v, &Value::Int8(n), value::NUMERIC_ANY)?,
+                            _ => return Err(mismatch()),
+                        });
+                    }
+                    Ok(group)
+                })
+                .collect()
+        }
+    }
+}
+
+/// EXPLAIN's lines about the columnar path for a SELECT (none when the
+/// database has no columnar copy).
+pub fn explain_route(plan: &SelectPlan, analytics: Option<&Analytics>, mode: AnalyticsMode) -> Vec<String> {
+    let Some(analytics) = analytics else { return Vec::new() };
+    let row_path = |why: &str| vec![format!("Analytics: row path ({why})")];
+    if mode == AnalyticsMode::Off {
+        return row_path("pgtier.analytics is off");
+    }
+    let translation: Translation = match translate(plan, &mut Explaining { analytics }) {
+        Ok(t) => t,
+        Err(why) => return row_path(&why),
+    };
+    if mode == AnalyticsMode::Auto && !translation.scans_whole_table {
+        return row_path("pgtier.analytics is auto and no table is read whole");
+    }
+    if !OlapEngine::has_executor() {
+        return row_path(&OlapError::NoExecutor.to_string());
+    }
+    vec![
+        format!("Analytics: columnar copy of {} (DataFusion)", translation.tables.join(", ")),
+        format!("  Analytic Query: {}", translation.sql),
+    ]
+}

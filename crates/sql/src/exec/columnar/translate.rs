@@ -1,0 +1,902 @@
+//! A SELECT plan's join, filters and aggregation as SQL text for the
+//! analytic executor (DataFusion, crates/olap), or the reason it cannot be.
+//!
+//! The rule that makes an answer exact: every node is translated only
+//! where DataFusion computes the very value pgtier's evaluator
+//! (crate::expr) computes from the same input values, type for type, and
+//! is refused otherwise. So the translation tracks each expression's
+//! [`Kind`] (the engine value it yields, a numeric's scale included) and
+//! casts where the two would differ; anything whose semantics differ or
+//! are not checked here (integer overflow, numeric division and rounding,
+//! floats, time zones, collations other than byte order, most functions)
+//! is refused, and the statement runs on the row path. What pgtier keeps
+//! (crate::exec::select): HAVING, windows, the projection, DISTINCT, ORDER
+//! BY, LIMIT, and avg's division; DataFusion hands back the joined rows or
+//! the groups the row path would have built.
+
+use std::fmt::Write as _;
+
+use pgtier_engine::{DataType, TableSchema, Value};
+
+use crate::expr::{CmpOp, Expr, Func, Subquery, SubqueryKind};
+use crate::plan::{Access, AggCall, AggFunc, AggPlan, Level, SelectPlan, SetTree, VirtualSource};
+use crate::value::ArithOp;
+
+/// The engine value an expression yields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A NULL constant: takes any kind.
+    Null,
+    Bool,
+    Int2,
+    Int4,
+    Int8,
+    /// A numeric whose every value has this scale.
+    Num(u8),
+    Text,
+    Date,
+    Timestamp,
+}
+
+impl Kind {
+    fn of_type(ty: DataType) -> Option<Kind> {
+        Some(match ty {
+            DataType::Bool => Kind::Bool,
+            DataType::Int2 => Kind::Int2,
+            DataType::Int4 => Kind::Int4,
+            DataType::Int8 => Kind::Int8,
+            DataType::Numeric { scale, .. } if !ty.numeric_own_scale() => Kind::Num(u8::try_from(scale).ok()?),
+            DataType::Text | DataType::Varchar(_) | DataType::Char(_) => Kind::Text,
+            DataType::Date => Kind::Date,
+            DataType::Timestamp(_) => Kind::Timestamp,
+            _ => return None,
+        })
+    }
+
+    fn is_int(self) -> bool {
+        matches!(self, Kind::Int2 | Kind::Int4 | Kind::Int8)
+    }
+
+    /// The SQL type a value of this kind is cast to.
+    fn sql_type(self) -> &'static str {
+        match self {
+            Kind::Null | Kind::Text => "VARCHAR",
+            Kind::Bool => "BOOLEAN",
+            Kind::Int2 => "SMALLINT",
+            Kind::Int4 => "INT",
+            Kind::Int8 => "BIGINT",
+            Kind::Num(_) => "DECIMAL",
+            Kind::Date => "DATE",
+            Kind::Timestamp => "TIMESTAMP",
+        }
+    }
+}
+
+/// Why a plan stays on the row path (EXPLAIN prints it).
+pub(crate) type Refusal = String;
+type Res<T> = std::result::Result<T, Refusal>;
+
+/// A translated expression.
+#[derive(Clone, Debug)]
+struct Sql {
+    text: String,
+    kind: Kind,
+}
+
+fn sql(text: String, kind: Kind) -> Sql {
+    Sql { text, kind }
+}
+
+/// What the caller supplies while translating: table state and the values
+/// of uncorrelated subqueries (None: EXPLAIN, which runs nothing).
+pub(crate) trait Context {
+    /// The names of `table`'s columns in its columnar copy, in order;
+    /// None: it has no copy the executor may read.
+    fn copy_columns(&self, table: &TableSchema) -> Option<Vec<String>>;
+    /// The first-column values of uncorrelated subquery `sub`, or None
+    /// when nothing may run (EXPLAIN): a placeholder is printed.
+    fn subquery_values(&mut self, sub: &Subquery) -> Option<crate::error::Result<Vec<Value>>>;
+    fn params(&self) -> &[Value];
+}
+
+/// How the executor's rows are rebuilt from the analytic answer.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Shape {
+    /// Joined rows of `width` columns: answer column i fills position
+    /// `positions[i]`, the others (read by nothing after the join) stay NULL.
+    Joined { width: usize, positions: Vec<usize> },
+    /// Groups: the group values, then each aggregate's value; an average
+    /// takes two answer columns (sum, count), divided here as pgtier's
+    /// aggregate does.
+    Groups { groups: usize, averages: Vec<bool> },
+}
+
+/// A plan's analytic query.
+#[derive(Clone, Debug)]
+pub(crate) struct Translation {
+    pub sql: String,
+    pub shape: Shape,
+    /// The stored tables it reads (engine names).
+    pub tables: Vec<String>,
+    /// Some level reads its whole table (the `auto` rule).
+    pub scans_whole_table: bool,
+}
+
+/// Translates `plan` (a top-level SELECT's plan) up to its aggregation.
+pub(crate) fn translate(plan: &SelectPlan, cx: &mut dyn Context) -> Res<Translation> {
+    if plan.for_update {
+        return Err("FOR UPDATE".into());
+    }
+    let mut t = Translator { cx, tables: Vec::new(), scans_whole_table: false, depth: 0 };
+    let from = t.from(plan)?;
+    match &plan.agg {
+        Some(agg) => {
+            let a = t.aggregate(agg, &from)?;
+            let mut text = format!("SELECT {} FROM {}", aliased(&a.select), a.from);
+            if !a.group_by.is_empty() {
+                let _ = write!(text, " GROUP BY {}", a.group_by.join(", "));
+            }
+            let shape = Shape::Groups { groups: agg.group_by.len(), averages: a.averages };
+            Ok(t.finish(text, shape))
+        }
+        None => {
+            if plan.projection.iter().any(Expr::has_subquery) {
+                // A subquery there may read any column of the joined row.
+                return Err("a subquery in the select list".into());
+            }
+            let mut read = Vec::new();
+            for e in &plan.projection {
+                e.walk(&mut |x| {
+                    if let Expr::Column(c) = x {
+                        read.push(*c);
+                    }
+                });
+            }
+            if !plan.windows.is_empty() {
+                return Err("window functions".into());
+            }
+            read.sort_unstable();
+            read.dedup();
+            let mut select = Vec::with_capacity(read.len());
+            for &c in &read {
+                select.push(from.column(c)?.text.clone());
+            }
+            if select.is_empty() {
+                // count of rows only: one constant column keeps the row count.
+                select.push("1".into());
+            }
+            let mut text = format!("SELECT {} FROM {}", aliased(&select), from.text);
+            push_where(&mut text, &from.conditions);
+            Ok(t.finish(text, Shape::Joined { width: plan.width, positions: read }))
+        }
+    }
+}
+
+/// A select list whose columns are named `a0, a1, ...` (DataFusion
+/// refuses two unnamed columns of the same expression).
+fn aliased(select: &[String]) -> String {
+    select.iter().enumerate().map(|(i, e)| format!("{e} AS a{i}")).collect::<Vec<_>>().join(", ")
+}
+
+fn push_where(text: &mut String, conditions: &[String]) {
+    if !conditions.is_empty() {
+        let _ = write!(text, " WHERE {}", conditions.join(" AND "));
+    }
+}
+
+/// A FROM clause: its text, the WHERE conjuncts, and each joined-row
+/// position's column reference.
+struct From {
+    text: String,
+    conditions: Vec<String>,
+    columns: Vec<Option<Sql>>,
+}
+
+impl From {
+    fn column(&self, c: usize) -> Res<&Sql> {
+        self.columns.get(c).and_then(Option::as_ref).ok_or_else(|| format!("column {c} of the joined row"))
+    }
+}
+
+/// How a FROM item's columns are named in the analytic query.
+enum Columns {
+    /// A stored table's copy: its column names (not the FROM item's aliases).
+    Stored(Vec<String>),
+    /// A subquery's `c0, c1, ...`, of these kinds.
+    Derived(Vec<Kind>),
+}
+
+struct Aggregation {
+    select: Vec<String>,
+    /// The inner SELECT with its alias.
+    from: String,
+    group_by: Vec<String>,
+    averages: Vec<bool>,
+    row: Vec<Option<Sql>>,
+}
+
+struct Translator<'c> {
+    cx: &'c mut dyn Context,
+    tables: Vec<String>,
+    scans_whole_table: bool,
+    /// Derived tables entered (aliases stay unique).
+    depth: usize,
+}
+
+/// Values beyond this many in a subquery's IN list keep the row path.
+const IN_LIST_MAX: usize = 10_000;
+
+impl Translator<'_> {
+    fn finish(self, sql: String, shape: Shape) -> Translation {
+        let mut tables = self.tables;
+        tables.sort();
+        tables.dedup();
+        Translation { sql, shape, tables, scans_whole_table: self.scans_whole_table }
+    }
+
+    fn from(&mut self, plan: &SelectPlan) -> Res<From> {
+        if plan.levels.is_empty() {
+            return Err("no FROM".into());
+        }
+        let prefix = format!("t{}_", self.depth);
+        self.depth += 1;
+        let mut columns: Vec<Option<Sql>> = vec![None; plan.width];
+        let mut text = String::new();
+        let mut conditions = Vec::new();
+        for (l, level) in plan.levels.iter().enumerate() {
+            let alias = format!("{prefix}{l}");
+            let (relation, source) = self.relation(level, &alias)?;
+            for (i, col) in level.table.columns.iter().enumerate() {
+                let (name, kind) = match &source {
+                    Columns::Derived(kinds) => (format!("c{i}"), kinds.get(i).copied()),
+                    Columns::Stored(names) => {
+                        let name = names.get(i).ok_or_else(|| format!("column {i} of \"{}\"", level.table.name))?;
+                        (quote_ident(name), Kind::of_type(col.ty))
+                    }
+                };
+                if let (Some(kind), Some(slot)) = (kind, columns.get_mut(level.offset + i)) {
+                    *slot = Some(sql(format!("{alias}.{name}"), kind));
+                }
+            }
+            let cx = Cols(&columns);
+            let mut own = Vec::new();
+            if let Access::PkLookup { key } = &level.access {
+                for (&c, e) in level.table.primary_key.iter().zip(key) {
+                    let eq = Expr::Cmp(CmpOp::Eq, Box::new(Expr::Column(level.offset + c)), Box::new(e.clone()));
+                    own.push(self.condition(&eq, &cx)?);
+                }
+            }
+            for f in level.filters.iter().chain(&level.key_checks) {
+                own.push(self.condition(f, &cx)?);
+            }
+            if level.full_join {
+                return Err("FULL JOIN".into());
+            }
+            if l == 0 {
+                text = relation;
+                conditions.extend(own);
+            } else if level.left_join {
+                let on = if own.is_empty() { "TRUE".to_owned() } else { own.join(" AND ") };
+                let _ = write!(text, " LEFT JOIN {relation} ON {on}");
+            } else {
+                let _ = write!(text, " CROSS JOIN {relation}");
+                conditions.extend(own);
+            }
+            for f in &level.post_filters {
+                conditions.push(self.condition(f, &cx)?);
+            }
+        }
+        let cx = Cols(&columns);
+        for f in &plan.final_filters {
+            conditions.push(self.condition(f, &cx)?);
+        }
+        Ok(From { text, conditions, columns })
+    }
+
+    /// A level's relation with its alias: a stored table with a columnar
+    /// copy, or a subquery in FROM translated whole (with its columns' kinds).
+    fn relation(&mut self, level: &Level, alias: &str) -> Res<(String, Columns)> {
+        match &level.access {
+            Access::Virtual(source) => match source.as_ref() {
+                VirtualSource::Query(SetTree::Select(sub)) => {
+                    let (text, kinds) = self.derived(sub)?;
+                    Ok((format!("({text}) AS {alias}"), Columns::Derived(kinds)))
+                }
+                _ => Err(format!("FROM item \"{}\" is not a stored table", level.table.name)),
+            },
+            access => {
+                let Some(names) = self.cx.copy_columns(&level.table) else {
+                    return Err(format!("relation \"{}\" has no columnar copy", level.table.name));
+                };
+                self.scans_whole_table |= matches!(access, Access::FullScan);
+                self.tables.push(level.table.name.clone());
+                Ok((format!("{} AS {alias}", quote_table(&level.table.name)), Columns::Stored(names)))
+            }
+        }
+    }
+
+    /// A subquery in FROM as a whole SELECT whose columns are `c0, c1, ...`,
+    /// and their kinds.
+    fn derived(&mut self, plan: &SelectPlan) -> Res<(String, Vec<Kind>)> {
+        if plan.limit.is_some()
+            || plan.offset.is_some()
+            || !plan.order_by.is_empty()
+            || !plan.distinct_on.is_empty()
+            || !plan.windows.is_empty()
+        {
+            // ORDER BY too: the row path keeps a subquery's (a view's) order.
+            return Err("a subquery in FROM with ORDER BY, LIMIT, OFFSET, DISTINCT ON or windows".into());
+        }
+        let from = self.from(plan)?;
+        let visible = &plan.projection[..plan.visible];
+        let mut text = String::from("SELECT ");
+        if plan.distinct {
+            text.push_str("DISTINCT ");
+        }
+        let (outputs, group_by, having, source) = match &plan.agg {
+            Some(agg) => {
+                // The projection and HAVING read the aggregate row.
+                let a = self.aggregate(agg, &from)?;
+                let cx = Cols(&a.row);
+                let having = match &agg.having {
+                    Some(h) => Some(self.condition(h, &cx)?),
+                    None => None,
+                };
+                let outputs = visible.iter().map(|e| self.expr(e, &cx)).collect::<Res<Vec<_>>>()?;
+                (outputs, a.group_by, having, Some(a.from))
+            }
+            None => {
+                let cx = Cols(&from.columns);
+                (visible.iter().map(|e| self.expr(e, &cx)).collect::<Res<Vec<_>>>()?, Vec::new(), None, None)
+            }
+        };
+        let select: Vec<String> = outputs.iter().enumerate().map(|(i, o)| format!("{} AS c{i}", o.text)).collect();
+        match source {
+            Some(inner) => {
+                let _ = write!(text, "{} FROM {inner}", select.join(", "));
+            }
+            None => {
+                let _ = write!(text, "{} FROM {}", select.join(", "), from.text);
+                push_where(&mut text, &from.conditions);
+            }
+        }
+        if !group_by.is_empty() {
+            let _ = write!(text, " GROUP BY {}", group_by.join(", "));
+        }
+        if let Some(h) = having {
+            let _ = write!(text, " HAVING {h}");
+        }
+        Ok((text, outputs.into_iter().map(|o| o.kind).collect()))
+    }
+
+    /// An aggregation over `from`: the group keys, aggregate arguments and
+    /// filters are computed by an inner SELECT as plain columns `k0..`,
+    /// `v0..`, `f0..`, which the outer one groups and aggregates (each
+    /// aggregate over columns of its own: DataFusion names an aggregate by
+    /// its argument with casts dropped, and refuses two of one name).
+    /// Gives the outer select list (groups, then each aggregate, two
+    /// columns for an average), its FROM and GROUP BY, which are averages,
+    /// and the aggregate row as later expressions read it (an average: none).
+    fn aggregate(&mut self, agg: &AggPlan, from: &From) -> Res<Aggregation> {
+        if agg.group_by.is_empty() && agg.aggs.is_empty() {
+            // One row whatever the input (`SELECT 1 FROM t HAVING ...`).
+            return Err("an aggregation without groups or aggregates".into());
+        }
+        let cx = Cols(&from.columns);
+        let mut inner = Vec::new();
+        let mut out = Aggregation {
+            select: Vec::new(),
+            from: String::new(),
+            group_by: Vec::new(),
+            averages: Vec::new(),
+            row: Vec::new(),
+        };
+        for (i, g) in agg.group_by.iter().enumerate() {
+            let e = self.expr(g, &cx)?;
+            if e.kind == Kind::Null {
+                return Err("a NULL group key".into());
+            }
+            inner.push(format!("{} AS k{i}", e.text));
+            out.select.push(format!("k{i}"));
+            out.group_by.push(format!("k{i}"));
+            out.row.push(Some(sql(format!("k{i}"), e.kind)));
+        }
+        for (i, call) in agg.aggs.iter().enumerate() {
+            let (texts, kind) = self.agg_call(call, i, &cx, &mut inner)?;
+            out.row.push(match (&texts[..], kind) {
+                ([one], Some(kind)) => Some(sql(one.clone(), kind)),
+                _ => None,
+            });
+            out.averages.push(kind.is_none());
+            out.select.extend(texts);
+        }
+        if inner.is_empty() {
+            inner.push("TRUE AS unused".into());
+        }
+        let mut text = format!("SELECT {} FROM {}", inner.join(", "), from.text);
+        push_where(&mut text, &from.conditions);
+        out.from = format!("({text}) AS q{}", self.depth);
+        self.depth += 1;
+        Ok(out)
+    }
+
+    /// Aggregate `i`'s answer columns over the inner columns it adds to
+    /// `inner`, and its value's kind (None: an average, whose two columns
+    /// pgtier divides).
+    fn agg_call(
+        &mut self,
+        call: &AggCall,
+        i: usize,
+        cx: &Cols<'_>,
+        inner: &mut Vec<String>,
+    ) -> Res<(Vec<String>, Option<Kind>)> {
+        if !call.order_by.is_empty() {
+            return Err("an aggregate with ORDER BY".into());
+        }
+        let filter = match &call.filter {
+            Some(f) => {
+                inner.push(format!("{} AS f{i}", self.condition(f, cx)?));
+                format!(" FILTER (WHERE f{i})")
+            }
+            None => String::new(),
+        };
+        let distinct = if call.distinct { "DISTINCT " } else { "" };
+        let arg = match &call.arg {
+            Some(a) => Some(self.expr(a, cx)?),
+            None => None,
+        };
+        let v = format!("v{i}");
+        let one = |f: &str| format!("{f}({distinct}{v}){filter}");
+        Ok(match (call.func, arg) {
+            (AggFunc::CountStar, _) => {
+                inner.push(format!("TRUE AS {v}"));
+                (vec![one("count")], Some(Kind::Int8))
+            }
+            (AggFunc::Count, Some(a)) => {
+                inner.push(format!("{} AS {v}", a.text));
+                (vec![one("count")], Some(Kind::Int8))
+            }
+            (AggFunc::Sum, Some(a)) => {
+                let out = sum_kind(a.kind, call.ty)?;
+                inner.push(format!("{} AS {v}", cast(&a.text, out)));
+                (vec![one("sum")], Some(out))
+            }
+            (AggFunc::Avg, Some(a)) => {
+                let sum = match a.kind {
+                    k if k.is_int() => cast(&a.text, Kind::Num(0)),
+                    Kind::Num(s) => cast(&a.text, Kind::Num(s)),
+                    k => return Err(format!("avg over {k:?}")),
+                };
+                if !matches!(call.ty, DataType::Numeric { .. }) {
+                    return Err("avg of this type".into());
+                }
+                inner.push(format!("{sum} AS {v}"));
+                (vec![one("sum"), one("count")], None)
+            }
+            (AggFunc::Min | AggFunc::Max, Some(a)) => {
+                if a.kind == Kind::Null || Kind::of_type(call.ty) != Some(a.kind) && !num_matches(a.kind, call.ty) {
+                    return Err("min/max of this type".into());
+                }
+                inner.push(format!("{} AS {v}", a.text));
+                (vec![one(if call.func == AggFunc::Min { "min" } else { "max" })], Some(a.kind))
+            }
+            (func, _) => return Err(format!("aggregate {func:?}")),
+        })
+    }
+
+    /// A boolean condition.
+    fn condition(&mut self, e: &Expr, cx: &Cols<'_>) -> Res<String> {
+        let c = self.expr(e, cx)?;
+        match c.kind {
+            Kind::Bool | Kind::Null => Ok(c.text),
+            k => Err(format!("a condition of kind {k:?}")),
+        }
+    }
+
+    fn expr(&mut self, e: &Expr, cx: &Cols<'_>) -> Res<Sql> {
+        Ok(match e {
+            Expr::Column(c) => cx.get(*c)?,
+            Expr::Param(i) => {
+                let v = self.cx.params().get(*i).cloned().ok_or_else(|| format!("parameter ${}", i + 1))?;
+                literal(&v)?
+            }
+            Expr::Const(v) => literal(v)?,
+            Expr::Not(x) => {
+                let x = self.expr(x, cx)?;
+                bool_kind(&x)?;
+                sql(format!("(NOT {})", x.text), Kind::Bool)
+            }
+            Expr::Neg(x) => {
+                let x = self.expr(x, cx)?;
+                match x.kind {
+                    Kind::Num(_) => sql(format!("(- {})", x.text), x.kind),
+                    k => return Err(format!("negation of {k:?}")),
+                }
+            }
+            Expr::Arith(op, a, b, ty) => self.arith(*op, a, b, *ty, cx)?,
+            Expr::Concat(a, b) => {
+                let (a, b) = (self.expr(a, cx)?, self.expr(b, cx)?);
+                if a.kind != Kind::Text || b.kind != Kind::Text {
+                    return Err("|| of non-text values".into());
+                }
+                sql(format!("({} || {})", a.text, b.text), Kind::Text)
+            }
+            Expr::Cmp(op, a, b) => {
+                let (a, b) = comparable(self.expr(a, cx)?, self.expr(b, cx)?)?;
+                sql(format!("({} {} {})", a, op.symbol(), b), Kind::Bool)
+            }
+            Expr::And(es) | Expr::Or(es) => {
+                let joiner = if matches!(e, Expr::And(_)) { " AND " } else { " OR " };
+                let parts = es.iter().map(|x| self.condition(x, cx)).collect::<Res<Vec<_>>>()?;
+                if parts.is_empty() {
+                    return Err("an empty AND/OR".into());
+                }
+                sql(format!("({})", parts.join(joiner)), Kind::Bool)
+            }
+            Expr::IsNull(x, negated) => {
+                let x = self.expr(x, cx)?;
+                sql(format!("({} IS {}NULL)", x.text, if *negated { "NOT " } else { "" }), Kind::Bool)
+            }
+            Expr::IsDistinct(a, b, negated) => {
+                let (a, b) = comparable(self.expr(a, cx)?, self.expr(b, cx)?)?;
+                sql(format!("({a} IS {}DISTINCT FROM {b})", if *negated { "NOT " } else { "" }), Kind::Bool)
+            }
+            Expr::IsBool(x, target, negated) => {
+                let x = self.condition(x, cx)?;
+                let not = if *negated { "NOT " } else { "" };
+                sql(format!("({x} IS {not}{})", if *target { "TRUE" } else { "FALSE" }), Kind::Bool)
+            }
+            Expr::Like { expr, pattern, negated, case_insensitive } => {
+                let x = self.expr(expr, cx)?;
+                let p = match pattern.as_ref() {
+                    Expr::Const(Value::Text(p)) if !p.contains('\\') && !*case_insensitive => p,
+                    _ => return Err("LIKE with a pattern other than a constant without backslashes".into()),
+                };
+                if x.kind != Kind::Text {
+                    return Err("LIKE over a non-text value".into());
+                }
+                let not = if *negated { "NOT " } else { "" };
+                sql(format!("({} {not}LIKE {})", x.text, quote_text(p)), Kind::Bool)
+            }
+            Expr::InList { expr, list, negated } => {
+                let x = self.expr(expr, cx)?;
+                let mut items = Vec::with_capacity(list.len());
+                let mut left = x.text.clone();
+                for item in list {
+                    let (l, r) = comparable(x.clone(), self.expr(item, cx)?)?;
+                    left = l;
+                    items.push(r);
+                }
+                in_list(&left, &items, *negated)?
+            }
+            Expr::Case { operand, whens, otherwise } => {
+                self.case(operand.as_deref(), whens, otherwise.as_deref(), cx)?
+            }
+            Expr::Coalesce(es) => {
+                let parts = es.iter().map(|x| self.expr(x, cx)).collect::<Res<Vec<_>>>()?;
+                let kind = unify(parts.iter().map(|p| p.kind))?;
+                let texts: Vec<String> = parts.into_iter().map(|p| p.text).collect();
+                sql(format!("coalesce({})", texts.join(", ")), kind)
+            }
+            Expr::NullIf(a, b) => {
+                let a = self.expr(a, cx)?;
+                let kind = a.kind;
+                let (x, y) = comparable(a, self.expr(b, cx)?)?;
+                sql(format!("nullif({x}, {y})"), kind)
+            }
+            Expr::Cast(x, ty, _) => cast_expr(self.expr(x, cx)?, *ty)?,
+            Expr::BpcharTrim(x) => {
+                let x = self.expr(x, cx)?;
+                if x.kind != Kind::Text {
+                    return Err("char(n) trim of a non-text value".into());
+                }
+                sql(format!("rtrim({}, ' ')", x.text), Kind::Text)
+            }
+            Expr::Func(f, args) => self.function(*f, args, cx)?,
+            Expr::Subquery(s) => self.subquery(s, cx)?,
+            Expr::Outer(_) => return Err("a correlated subquery".into()),
+            Expr::AggRef(_) | Expr::WindowRef(_) => return Err("an aggregate or window reference".into()),
+        })
+    }
+
+    fn arith(&mut self, op: ArithOp, a: &Expr, b: &Expr, ty: DataType, cx: &Cols<'_>) -> Res<Sql> {
+        use Kind as K;
+        let (a, b) = (self.expr(a, cx)?, self.expr(b, cx)?);
+        let wide = |x: &Sql| if x.kind.is_int() { cast(&x.text, K::Num(0)) } else { x.text.clone() };
+        match (a.kind, b.kind, Kind::of_type(ty)) {
+            // Numerics (an integer operand is one of scale 0): numeric_add
+            // and numeric_sub keep the larger scale, numeric_mul the sum of
+            // the two, all exact; division and modulo round: refused.
+            (K::Num(_) | K::Int2 | K::Int4 | K::Int8, K::Num(_) | K::Int2 | K::Int4 | K::Int8, _)
+                if matches!(ty, DataType::Numeric { .. }) && (!a.kind.is_int() || !b.kind.is_int()) =>
+            {
+                let (x, y) = (scale_of(a.kind), scale_of(b.kind));
+                let scale = match op {
+                    ArithOp::Add | ArithOp::Sub => x.max(y),
+                    ArithOp::Mul => x + y,
+                    ArithOp::Div | ArithOp::Mod => return Err("numeric division".into()),
+                };
+                if scale > 38 {
+                    return Err("a numeric scale above 38".into());
+                }
+                Ok(sql(format!("({} {} {})", wide(&a), op.symbol(), wide(&b)), K::Num(scale)))
+            }
+            // Integers: computed exactly, then cast to the result type,
+            // which fails (and the row path raises 22003) where pgtier's
+            // checked arithmetic overflows.
+            (x, y, Some(out)) if x.is_int() && y.is_int() && out.is_int() => match op {
+                ArithOp::Add | ArithOp::Sub | ArithOp::Mul => {
+                    let exact = format!("({} {} {})", wide(&a), op.symbol(), wide(&b));
+                    Ok(sql(cast(&exact, out), out))
+                }
+                ArithOp::Div | ArithOp::Mod => Err("integer division".into()),
+            },
+            // date +/- integer days is a date.
+            (K::Date, y, Some(K::Date)) if y.is_int() && matches!(op, ArithOp::Add | ArithOp::Sub) => {
+                let days = format!("(CAST({} AS INT) {} {})", a.text, op.symbol(), cast(&b.text, K::Int4));
+                Ok(sql(format!("arrow_cast({days}, 'Date32')"), K::Date))
+            }
+            (x, y, _) => Err(format!("arithmetic over {x:?} and {y:?}")),
+        }
+    }
+
+    fn case(
+        &mut self,
+        operand: Option<&Expr>,
+        whens: &[(Expr, Expr)],
+        otherwise: Option<&Expr>,
+        cx: &Cols<'_>,
+    ) -> Res<Sql> {
+        let mut text = String::from("(CASE");
+        let subject = match operand {
+            Some(o) => Some(self.expr(o, cx)?),
+            None => None,
+        };
+        if let Some(s) = &subject {
+            let _ = write!(text, " {}", s.text);
+        }
+        let mut results = Vec::with_capacity(whens.len() + 1);
+        for (when, then) in whens {
+            let w = match &subject {
+                Some(s) => {
+                    let (_, w) = comparable(s.clone(), self.expr(when, cx)?)?;
+                    w
+                }
+                None => self.condition(when, cx)?,
+            };
+            let t = self.expr(then, cx)?;
+            let _ = write!(text, " WHEN {w} THEN {}", t.text);
+            results.push(t.kind);
+        }
+        if let Some(o) = otherwise {
+            let o = self.expr(o, cx)?;
+            let _ = write!(text, " ELSE {}", o.text);
+            results.push(o.kind);
+        }
+        text.push_str(" END)");
+        // Branches of different numeric scales give rows of different
+        // scales, which sums and displays keep: refused.
+        let kind = unify(results.into_iter())?;
+        Ok(sql(text, kind))
+    }
+
+    fn function(&mut self, f: Func, args: &[Expr], cx: &Cols<'_>) -> Res<Sql> {
+        let Func::Builtin(b) = f else { return Err("a system function".into()) };
+        let _ = (args, cx);
+        Err(format!("function {}", b.name))
+    }
+
+    /// An uncorrelated subquery's value, computed by pgtier and inlined.
+    fn subquery(&mut self, s: &Subquery, cx: &Cols<'_>) -> Res<Sql> {
+        if s.correlated {
+            return Err("a correlated subquery".into());
+        }
+        let kind = s.plan.columns.first().and_then(|c| c.ty).map_or(Some(Kind::Null), Kind::of_type);
+        let lhs = match &s.kind {
+            SubqueryKind::In { lhs, trim_rows: false } => Some(self.expr(lhs, cx)?),
+            SubqueryKind::In { .. } => return Err("IN over char(n) values".into()),
+            SubqueryKind::Exists | SubqueryKind::Scalar { column: 0 } => None,
+            _ => return Err("this kind of subquery".into()),
+        };
+        let Some(values) = self.cx.subquery_values(s) else {
+            // EXPLAIN: the value is computed when the statement runs.
+            return Ok(sql(
+                "(uncorrelated subquery)".into(),
+                if lhs.is_some() { Kind::Bool } else { kind.unwrap_or(Kind::Null) },
+            ));
+        };
+        let values = values.map_err(|e| format!("the subquery failed on the row path: {}", e.message))?;
+        match (&s.kind, lhs) {
+            (SubqueryKind::Exists, _) => Ok(sql(bool_text(values.is_empty() == s.negated).into(), Kind::Bool)),
+            (SubqueryKind::Scalar { .. }, _) => match values.as_slice() {
+                [] => Ok(sql("NULL".into(), Kind::Null)),
+                [v] => literal(v),
+                _ => Err("a scalar subquery with more than one row".into()),
+            },
+            (_, Some(x)) => {
+                if values.is_empty() {
+                    return Ok(sql(bool_text(s.negated).into(), Kind::Bool));
+                }
+                if values.len() > IN_LIST_MAX {
+                    return Err(format!("an IN subquery of more than {IN_LIST_MAX} values"));
+                }
+                let mut items = Vec::with_capacity(values.len());
+                let mut left = x.text.clone();
+                for v in &values {
+                    let (l, r) = comparable(x.clone(), literal(v)?)?;
+                    left = l;
+                    items.push(r);
+                }
+                in_list(&left, &items, s.negated)
+            }
+            _ => Err("this kind of subquery".into()),
+        }
+    }
+}
+
+/// sum's result kind over `arg`: int2/int4 give bigint, bigint and
+/// numeric give numeric (of the argument's scale), as PostgreSQL's sum.
+fn sum_kind(arg: Kind, ty: DataType) -> Res<Kind> {
+    match (arg, ty) {
+        (Kind::Int2 | Kind::Int4, DataType::Int8) => Ok(Kind::Int8),
+        (Kind::Int8, DataType::Numeric { .. }) => Ok(Kind::Num(0)),
+        (Kind::Num(s), DataType::Numeric { .. }) => Ok(Kind::Num(s)),
+        (k, _) => Err(format!("sum over {k:?}")),
+    }
+}
+
+/// A numeric operand's scale (an integer's is 0).
+fn scale_of(kind: Kind) -> u8 {
+    match kind {
+        Kind::Num(s) => s,
+        _ => 0,
+    }
+}
+
+fn num_matches(kind: Kind, ty: DataType) -> bool {
+    matches!((kind, ty), (Kind::Num(_), DataType::Numeric { .. }))
+}
+
+fn bool_kind(x: &Sql) -> Res<()> {
+    match x.kind {
+        Kind::Bool | Kind::Null => Ok(()),
+        k => Err(format!("NOT of {k:?}")),
+    }
+}
+
+fn bool_text(b: bool) -> &'static str {
+    if b { "TRUE" } else { "FALSE" }
+}
+
+/// `x [NOT] IN (items)`; items is never empty.
+fn in_list(x: &str, items: &[String], negated: bool) -> Res<Sql> {
+    if items.is_empty() {
+        return Err("an empty IN list".into());
+    }
+    let not = if negated { "NOT " } else { "" };
+    Ok(sql(format!("({x} {not}IN ({}))", items.join(", ")), Kind::Bool))
+}
+
+/// The kind all of `kinds` share (NULLs take any), or a refusal.
+fn unify(kinds: impl Iterator<Item = Kind>) -> Res<Kind> {
+    let mut out = Kind::Null;
+    for k in kinds {
+        match (out, k) {
+            (_, Kind::Null) => {}
+            (Kind::Null, k) => out = k,
+            (a, b) if a == b => {}
+            (a, b) => return Err(format!("branches of kinds {a:?} and {b:?}")),
+        }
+    }
+    Ok(out)
+}
+
+/// Two operands of a comparison as texts DataFusion compares as pgtier's
+/// `value::compare` does: integers of any width, numerics of any scale
+/// (an integer beside a numeric made one), text by bytes, dates, a date
+/// beside a timestamp as its midnight, booleans.
+fn comparable(a: Sql, b: Sql) -> Res<(String, String)> {
+    use Kind as K;
+    Ok(match (a.kind, b.kind) {
+        (x, y) if x == y => (a.text, b.text),
+        (K::Null, _) | (_, K::Null) => (a.text, b.text),
+        (x, y) if x.is_int() && y.is_int() => (cast(&a.text, K::Int8), cast(&b.text, K::Int8)),
+        (K::Num(_), y) if y.is_int() => (a.text, cast(&b.text, K::Num(0))),
+        (x, K::Num(_)) if x.is_int() => (cast(&a.text, K::Num(0)), b.text),
+        (K::Num(_), K::Num(_)) => (a.text, b.text),
+        (K::Date, K::Timestamp) => (timestamp_of(&a.text), b.text),
+        (K::Timestamp, K::Date) => (a.text, timestamp_of(&b.text)),
+        (x, y) => return Err(format!("a comparison of {x:?} with {y:?}")),
+    })
+}
+
+/// The SQL cast of `text` to `kind` (a numeric to 38 digits at its scale).
+fn cast(text: &str, kind: Kind) -> String {
+    match kind {
+        Kind::Num(s) => format!("CAST({text} AS DECIMAL(38, {s}))"),
+        Kind::Timestamp => timestamp_of(text),
+        k => format!("CAST({text} AS {})", k.sql_type()),
+    }
+}
+
+/// A date or timestamp as the copy's timestamp type (microseconds, as the
+/// engine keeps them; SQL's TIMESTAMP is nanoseconds in DataFusion, whose
+/// range ends in 2262).
+fn timestamp_of(text: &str) -> String {
+    format!("arrow_cast({text}, 'Timestamp(Microsecond, None)')")
+}
+
+/// `x::ty` where the value is the one pgtier's cast gives.
+fn cast_expr(x: Sql, ty: DataType) -> Res<Sql> {
+    use Kind as K;
+    let target = match ty {
+        DataType::Numeric { .. } if ty.numeric_own_scale() => None,
+        other => Some(Kind::of_type(other).ok_or_else(|| format!("a cast to {}", ty.pg_name()))?),
+    };
+    Ok(match (x.kind, target) {
+        (K::Null, Some(t)) => sql(cast(&x.text, t), t),
+        (K::Null, None) => return Err("a NULL cast to numeric".into()),
+        // To unconstrained numeric: an integer becomes scale 0, a numeric keeps its scale.
+        (k, None) if k.is_int() => sql(cast(&x.text, K::Num(0)), K::Num(0)),
+        (K::Num(_), None) => x,
+        (k, Some(t)) if k == t && !matches!(ty, DataType::Varchar(_) | DataType::Char(_)) => x,
+        (k, Some(t)) if k.is_int() && t.is_int() => sql(cast(&x.text, t), t),
+        // To numeric(p, s): exact when s is not below the value's scale;
+        // DataFusion refuses a value beyond p digits, as pgtier does.
+        (k, Some(K::Num(s))) if k.is_int() || matches!(k, K::Num(from) if from <= s) => {
+            let DataType::Numeric { precision, .. } = ty else { return Err("a numeric cast".into()) };
+            sql(format!("CAST({} AS DECIMAL({precision}, {s}))", x.text), K::Num(s))
+        }
+        (K::Date, Some(K::Timestamp)) => sql(timestamp_of(&x.text), K::Timestamp),
+        (k, _) => return Err(format!("a cast of {k:?} to {}", ty.pg_name())),
+    })
+}
+
+/// A constant as a typed literal.
+fn literal(v: &Value) -> Res<Sql> {
+    Ok(match v {
+        Value::Null => sql("NULL".into(), Kind::Null),
+        Value::Bool(b) => sql(bool_text(*b).into(), Kind::Bool),
+        Value::Int2(i) => sql(format!("CAST({i} AS SMALLINT)"), Kind::Int2),
+        Value::Int4(i) => sql(format!("CAST({i} AS INT)"), Kind::Int4),
+        Value::Int8(i) => sql(format!("CAST({i} AS BIGINT)"), Kind::Int8),
+        Value::Numeric(n) => sql(format!("CAST('{n}' AS DECIMAL(38, {}))", n.scale), Kind::Num(n.scale)),
+        Value::Text(s) if !s.contains('\\') => sql(quote_text(s), Kind::Text),
+        // Days since 2000-01-01 to Arrow's days since 1970-01-01.
+        Value::Date(d) => {
+            let days = i64::from(*d) + 10_957;
+            sql(format!("arrow_cast(CAST({days} AS INT), 'Date32')"), Kind::Date)
+        }
+        Value::Timestamp(us) => {
+            let micros = i128::from(*us) + 946_684_800_000_000;
+            let micros = i64::try_from(micros).map_err(|_| "a timestamp out of range".to_owned())?;
+            sql(timestamp_of(&format!("CAST({micros} AS BIGINT)")), Kind::Timestamp)
+        }
+        other => return Err(format!("a constant of type {}", other.type_name())),
+    })
+}
+
+fn quote_text(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+fn quote_ident(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+/// An engine table name (`t`, or `s.t` for schema `s`) as DataFusion's reference.
+fn quote_table(name: &str) -> String {
+    match name.split_once('.') {
+        Some((schema, table)) => format!("{}.{}", quote_ident(schema), quote_ident(table)),
+        None => quote_ident(name),
+    }
+}
+
+/// Joined-row positions (or aggregate-row positions) as translated columns.
+struct Cols<'a>(&'a [Option<Sql>]);
+
+impl Cols<'_> {
+    fn get(&self, c: usize) -> Res<Sql> {
+        self.0.get(c).and_then(Option::clone).ok_or_else(|| format!("column {c} has no columnar form"))
+    }
+}
