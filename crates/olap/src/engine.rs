@@ -49,6 +49,7 @@ use pgtier_engine::{
 
 use crate::copy::{CHUNK_ROWS, Chunk, ChunkBuilder, CopyStats, Layout, TableCopy, TableView};
 use crate::error::{OlapError, Result};
+use crate::resources::{ExecutorPlan, ExecutorReport, Placement};
 
 /// How often the applier persists its position at most (each is an fsync).
 pub const ACK_INTERVAL: Duration = Duration::from_millis(200);
@@ -70,8 +71,25 @@ pub struct OlapConfig {
     pub delta_rows_max: usize,
     /// Bound on a reader's wait for the applier (57014 past it).
     pub catch_up_timeout: Duration,
-    /// Threads of the analytic executor (DataFusion `target_partitions`).
+    /// Threads of the analytic executor (DataFusion `target_partitions`):
+    /// 0 (the default) takes `cpu_share` of the CPUs; a non-zero count is
+    /// used as given and `cpu_share` is not (resources.rs).
     pub threads: usize,
+    /// The share of the online CPUs the executor runs threads on, in
+    /// (0, 1]: `max(1, round(cpus * cpu_share))` worker threads.
+    pub cpu_share: f64,
+    /// How much lower the executor's threads are scheduled than the
+    /// process, 0..=19 (added to its nice value, capped at 19): an
+    /// analytic scan that shares a core with session threads yields it to
+    /// them instead of taking half (CFS weights nice +5 at about a third
+    /// of nice 0), so OLTP latency holds while analytics uses idle CPU.
+    pub nice: i32,
+    /// Which CPUs the executor's threads are pinned to ([`Placement`]).
+    pub placement: Placement,
+    /// Bound on the memory DataFusion's operators (hash aggregates, joins,
+    /// sorts) may reserve together, all queries of this engine at once;
+    /// past it a query fails with 53200 (no spilling to disk). None: no bound.
+    pub memory_limit: Option<usize>,
     /// Rows per chunk, 1..=[`CHUNK_ROWS`] (small values are for tests).
     pub chunk_rows: usize,
 }
@@ -85,7 +103,11 @@ impl Default for OlapConfig {
             merge_age: Duration::from_millis(500),
             delta_rows_max: 4 << 20,
             catch_up_timeout: Duration::from_secs(10),
-            threads: std::thread::available_parallelism().map_or(2, usize::from),
+            threads: 0,
+            cpu_share: 0.5,
+            nice: 5,
+            placement: Placement::None,
+            memory_limit: None,
             chunk_rows: CHUNK_ROWS,
         }
     }
@@ -135,8 +157,13 @@ struct Shared {
 pub struct OlapEngine {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
+    /// The analytic executor's threads, CPUs, priority and memory bound.
+    pub(crate) executor: Arc<ExecutorPlan>,
     #[cfg(feature = "datafusion")]
     pub(crate) runtime: Mutex<Option<Arc<tokio::runtime::Runtime>>>,
+    /// DataFusion's runtime environment: one memory pool for every query.
+    #[cfg(feature = "datafusion")]
+    pub(crate) runtime_env: Arc<datafusion::execution::runtime_env::RuntimeEnv>,
 }
 
 impl OlapEngine {
@@ -144,7 +171,12 @@ impl OlapEngine {
     /// position to the WAL end: nothing of the old copy survives a restart)
     /// and the merger. No table is enabled yet.
     pub fn start(db: &Database, config: OlapConfig) -> Result<OlapEngine> {
-        assert!(config.threads >= 1 && config.merge_delta_rows >= 1 && config.delta_rows_max >= 1);
+        assert!(config.merge_delta_rows >= 1 && config.delta_rows_max >= 1);
+        assert!(config.cpu_share > 0.0 && config.cpu_share <= 1.0, "cpu_share outside (0, 1]");
+        assert!((0..=19).contains(&config.nice), "nice outside 0..=19");
+        let executor = Arc::new(ExecutorPlan::new(&config));
+        #[cfg(feature = "datafusion")]
+        let runtime_env = crate::executor::runtime_env(config.memory_limit)?;
         assert!((1..=CHUNK_ROWS).contains(&config.chunk_rows), "chunk_rows outside 1..={CHUNK_ROWS}");
         let (last_ts, start) = db.commit_point();
         db.register_consumer(&config.consumer, StreamStart::At(start))?;
@@ -196,8 +228,11 @@ impl OlapEngine {
         Ok(OlapEngine {
             shared,
             threads: vec![applier, merger],
+            executor,
             #[cfg(feature = "datafusion")]
             runtime: Mutex::new(None),
+            #[cfg(feature = "datafusion")]
+            runtime_env,
         })
     }
 
@@ -207,6 +242,14 @@ impl OlapEngine {
 
     pub fn config(&self) -> &OlapConfig {
         &self.shared.config
+    }
+
+    /// The analytic executor's resources: threads (from `cpu_share` or
+    /// explicit), nice, placement and each worker's CPU, the topology
+    /// seen, the memory limit, and what its threads did when they started
+    /// (with the first query).
+    pub fn executor_report(&self) -> ExecutorReport {
+        self.executor.report()
     }
 
     /// Enables the columnar copy of `table`: scans it at one snapshot into

@@ -42,6 +42,10 @@ pub enum OlapError {
     /// 0A000: this build has no analytic executor (feature `datafusion`).
     #[error("this build of pgtier has no analytic executor (built without the `analytics` feature)")]
     NoExecutor,
+    /// 53200: an analytic query needed more memory than the executor's
+    /// bound (`OlapConfig::memory_limit`); nothing spills to disk.
+    #[error("out of memory in the analytic executor: {0}")]
+    OutOfMemory(String),
     /// An error of the analytic executor (DataFusion), as text.
     #[error("analytic query failed: {0}")]
     Query(String),
@@ -58,6 +62,7 @@ impl OlapError {
             OlapError::ConsumerStopped(_) => "XX000",
             OlapError::NoExecutor => "0A000",
             OlapError::Limit(_) => "53400",
+            OlapError::OutOfMemory(_) => "53200",
             OlapError::Engine(e) => e.sqlstate(),
             OlapError::Query(_) | OlapError::Arrow(_) => "XX000",
         }

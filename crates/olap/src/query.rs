@@ -81,12 +81,12 @@ impl OlapEngine {
     /// threads. Call from a thread that is not running a tokio runtime.
     pub fn query(&self, sql: &str, snapshot: Snapshot) -> Result<Vec<RecordBatch>> {
         self.catch_up(snapshot)?;
-        let threads = self.config().threads;
+        let threads = self.executor.threads;
         let mut config = SessionConfig::new().with_target_partitions(threads);
         config.options_mut().sql_parser.dialect = datafusion::config::Dialect::PostgreSQL;
         // As PostgreSQL: `0.05` is a numeric, not a double (exact comparisons with numeric columns).
         config.options_mut().sql_parser.parse_float_as_decimal = true;
-        let ctx = SessionContext::new_with_config(config);
+        let ctx = SessionContext::new_with_config_rt(config, Arc::clone(&self.runtime_env));
         for table in self.tables() {
             let copy = self.copy(table)?;
             let schema = copy.layout.visible_schema();
@@ -95,7 +95,9 @@ impl OlapEngine {
             ctx.register_table(name, Arc::new(provider)).map_err(query_error)?;
         }
         let runtime = self.runtime()?;
-        runtime.block_on(async { ctx.sql(sql).await?.collect().await }).map_err(query_error)
+        runtime
+            .block_on(async { ctx.sql(sql).await?.collect().await })
+            .map_err(|e| self.out_of_memory(&e).unwrap_or_else(|| query_error(e)))
     }
 
     fn runtime(&self) -> Result<Arc<tokio::runtime::Runtime>> {
@@ -103,10 +105,7 @@ impl OlapEngine {
         if let Some(rt) = &*slot {
             return Ok(Arc::clone(rt));
         }
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(self.config().threads)
-            .thread_name("pgtier-olap-exec")
-            .build()
+        let rt = crate::executor::build_runtime(&self.executor)
             .map_err(|e| OlapError::Query(format!("cannot start the executor's threads: {e}")))?;
         let rt = Arc::new(rt);
         *slot = Some(Arc::clone(&rt));
