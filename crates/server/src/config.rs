@@ -10,6 +10,12 @@ use serde::Deserialize;
 
 use crate::ServerError;
 
+mod analytics;
+mod tier;
+
+pub use analytics::AnalyticsSection;
+pub use tier::TierSection;
+
 /// PostgreSQL's own default connection limit.
 const MAX_CONNECTIONS_DEFAULT: usize = 100;
 /// Largest Query/Parse/Bind/CopyData message accepted; beyond it the
@@ -51,6 +57,10 @@ pub struct ServerConfig {
     /// The flash tier under memory (`[tier]`); off unless `size` is given.
     #[serde(default)]
     pub tier: TierSection,
+    /// `[analytics]`: the analytic executor's CPU share, nice, placement
+    /// and memory limit (config/analytics.rs), set before databases open.
+    #[serde(default)]
+    pub analytics: AnalyticsSection,
     #[serde(default)]
     pub metrics: MetricsSection,
     /// `[replication]`: a hot standby fed by this server's WAL, or this
@@ -391,88 +401,6 @@ impl CacheSection {
     }
 }
 
-/// `[tier]`: the flash tier, mapped to `pgtier_cache::TierConfig` by [`TierSection::to_tier_config`].
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct TierSection {
-    /// The flash file (or block device); default `<data_dir>/flash.tier`.
-    pub path: Option<PathBuf>,
-    /// Its size in PostgreSQL's units ("8GB"); the tier is off without it.
-    pub size: Option<String>,
-    /// `clean` (only instances PostgreSQL has in full go to flash) or
-    /// `write-back` (instances of AWT groups with changes not yet in
-    /// PostgreSQL go too, durably).
-    pub mode: Option<String>,
-    /// `auto` (O_DIRECT when the filesystem allows it), `on` or `off`.
-    pub direct_io: Option<String>,
-    /// Flash regions, in PostgreSQL's units (default 16MB).
-    pub region_size: Option<String>,
-    /// `second-touch` (an instance goes to flash the second time it is
-    /// evicted, so one scan does not flush the hot set) or `all`.
-    pub admission: Option<String>,
-    /// The mean record size the in-memory index is sized for, in bytes (default 512).
-    pub mean_record_bytes: Option<u32>,
-}
-
-impl TierSection {
-    /// The tier's settings (None: no tier); a bad value is an error naming its key.
-    pub fn to_tier_config(
-        &self,
-        data_dir: &Path,
-    ) -> Result<Option<(pgtier_cache::TierConfig, pgtier_cache::TierMode)>, ServerError> {
-        let bad = |m: String| Err(ServerError::Config(format!("[tier] {m}")));
-        let Some(size) = &self.size else {
-            if self.path.is_some() {
-                return bad("size is missing: give the flash file's size (\"8GB\") to turn the tier on".into());
-            }
-            return Ok(None);
-        };
-        // Bounded below by the four regions checked further down: a tier of
-        // a few MB is small, not wrong (the flash studies size it in
-        // percent of the data).
-        let size = match pgtier_cache::CreateGroup::parse_memory_size(size) {
-            Ok(bytes) => bytes,
-            Err(e) => return bad(format!("size: {e}")),
-        };
-        let mode = match self.mode.as_deref() {
-            None | Some("clean") => pgtier_cache::TierMode::Clean,
-            Some("write-back") => pgtier_cache::TierMode::WriteBack,
-            Some(other) => return bad(format!("mode must be \"clean\" or \"write-back\", not \"{other}\"")),
-        };
-        let direct_io = match self.direct_io.as_deref() {
-            None | Some("auto") => pgtier_cache::DirectIo::Auto,
-            Some("on") => pgtier_cache::DirectIo::On,
-            Some("off") => pgtier_cache::DirectIo::Off,
-            Some(other) => return bad(format!("direct_io must be \"auto\", \"on\" or \"off\", not \"{other}\"")),
-        };
-        let region_size = match self.region_size.as_deref().map(pgtier_cache::CreateGroup::parse_memory_size) {
-            None => 16 << 20,
-            Some(Ok(bytes)) if (1 << 20..=256 << 20).contains(&bytes) && bytes.is_power_of_two() => bytes as u32,
-            Some(Ok(_)) => return bad("region_size must be a power of two from 1MB to 256MB".into()),
-            Some(Err(e)) => return bad(format!("region_size: {e}")),
-        };
-        if size < 4 * u64::from(region_size) {
-            return bad(format!("size must be at least 4 regions ({} MB)", 4 * (region_size >> 20)));
-        }
-        let admission = match self.admission.as_deref() {
-            None | Some("second-touch") => pgtier_cache::Admission::SecondTouch,
-            Some("all") => pgtier_cache::Admission::All,
-            Some(other) => return bad(format!("admission must be \"second-touch\" or \"all\", not \"{other}\"")),
-        };
-        let mean_record_bytes = self.mean_record_bytes.unwrap_or(512);
-        if !(32..=1 << 20).contains(&mean_record_bytes) {
-            return bad(format!("mean_record_bytes must be 32 to 1048576, not {mean_record_bytes}"));
-        }
-        let path = match &self.path {
-            Some(path) if path.is_relative() => data_dir.join(path),
-            Some(path) => path.clone(),
-            None => data_dir.join("flash.tier"),
-        };
-        let config = pgtier_cache::TierConfig { path, size, region_size, direct_io, mean_record_bytes, admission };
-        Ok(Some((config, mode)))
-    }
-}
-
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum CommitModeName {
@@ -668,6 +596,7 @@ impl ServerConfig {
             event_loops: None,
             cache: CacheSection::default(),
             tier: TierSection::default(),
+            analytics: AnalyticsSection::default(),
             metrics: MetricsSection::default(),
             replication: ReplicationSection::default(),
             log: LogSection::default(),
@@ -761,6 +690,7 @@ impl ServerConfig {
         if self.event_loops.is_some_and(|n| n > EVENT_LOOPS_MAX) {
             return bad(format!("event_loops must be at most {EVENT_LOOPS_MAX} (0: a thread per session)"));
         }
+        self.analytics.to_olap_config()?;
         self.validate_auth(addr)?;
         self.validate_tls()?;
         self.cache.to_cache_config()?;
@@ -836,7 +766,7 @@ impl ServerConfig {
     pub(crate) fn restart_keys(&self, new: &ServerConfig) -> Vec<&'static str> {
         let differs = |a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| format!("{a:?}") != format!("{b:?}");
         let (old_cache, new_cache) = (&self.cache, &new.cache);
-        let pairs: [(&'static str, bool); 15] = [
+        let pairs: [(&'static str, bool); 16] = [
             ("listen", self.listen != new.listen),
             ("data_dir", self.data_dir != new.data_dir),
             ("commit_mode", self.commit_mode != new.commit_mode),
@@ -850,6 +780,7 @@ impl ServerConfig {
             ("[cache] awt_apply_connections", old_cache.awt_apply_connections != new_cache.awt_apply_connections),
             ("[cache] sequence_block", old_cache.sequence_block != new_cache.sequence_block),
             ("[tier]", differs(&self.tier, &new.tier)),
+            ("[analytics]", differs(&self.analytics, &new.analytics)),
             ("[metrics]", differs(&self.metrics, &new.metrics)),
             ("[log] format", self.log.format != new.log.format),
         ];

@@ -88,6 +88,9 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         wal: pgtier_engine::WalConfig { commit_yields: 0, ..pgtier_engine::WalConfig::default() },
         ..EngineConfig::default()
     };
+    // Before the engine opens: a session opening on flagged tables starts
+    // their copies, and the executor's resources are fixed at that start.
+    pgtier_sql::session::set_analytics_config(config.analytics.to_olap_config()?);
     let db = Database::open(&config.data_dir, engine)
         .map_err(|e| ServerError::Engine(format!("data directory {}: {e}", config.data_dir.display())))?;
     // A standby refuses its own writes from here on (before anything below

@@ -39,6 +39,22 @@ use crate::catalog::analytics::{Analytics, CopyState, flag_of, flag_table_def, f
 use crate::catalog::roles::RelationPerm;
 use crate::error::{Result, SqlError, SqlNotice};
 
+/// The `OlapConfig` every database's copies start with (the server's
+/// `[analytics]` section); None: `OlapConfig::default()`.
+static CONFIG: Mutex<Option<OlapConfig>> = Mutex::new(None);
+
+/// Sets the `OlapConfig` the copies of every database opened from now on
+/// start with (the analytic executor's CPU share, nice, placement and
+/// memory limit). Call before opening databases: copies already running
+/// keep theirs until [`stop_analytics`].
+pub fn set_analytics_config(config: OlapConfig) {
+    *CONFIG.lock() = Some(config);
+}
+
+fn analytics_config() -> OlapConfig {
+    CONFIG.lock().clone().unwrap_or_default()
+}
+
 /// The running copies, by database identity.
 static RUNNING: Mutex<Vec<(usize, Arc<Analytics>)>> = Mutex::new(Vec::new());
 /// Moves each time an entry is added or removed: a session looks again.
@@ -60,7 +76,7 @@ fn start(db: &Database) -> Result<(Arc<Analytics>, bool)> {
     if let Some((_, a)) = all.iter().find(|(k, _)| *k == key) {
         return Ok((Arc::clone(a), false));
     }
-    let olap = OlapEngine::start(db, OlapConfig::default()).map_err(olap_error)?;
+    let olap = OlapEngine::start(db, analytics_config()).map_err(olap_error)?;
     let analytics = Arc::new(Analytics::new(olap));
     all.push((key, Arc::clone(&analytics)));
     GENERATION.fetch_add(1, Ordering::Release);
@@ -143,7 +159,7 @@ impl Connection {
         }
         let flagged = flagged_tables(&self.db.catalog());
         if flagged.is_empty() {
-            let olap = OlapConfig::default().consumer;
+            let olap = analytics_config().consumer;
             if self.db.consumers().iter().any(|c| c.name == olap) {
                 // Best effort: a standby cannot, and it holds nothing back.
                 let _ = self.db.unregister_consumer(&olap);
