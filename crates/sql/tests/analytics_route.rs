@@ -105,11 +105,30 @@ const ROUTED: &[&str] = &[
     "SELECT DISTINCT o_status, o_flag FROM ord ORDER BY 1, 2",
     "SELECT o_qty * 2 + o_cust, sum(o_total * 2 + 1), count(*) FROM ord \
      WHERE o_date + 30 < DATE '1993-01-01' GROUP BY 1 ORDER BY 1",
+    "SELECT extract(year FROM o_date) AS y, substring(o_prio FROM 1 FOR 1), count(*), sum(o_total) FROM ord \
+     GROUP BY 1, 2 ORDER BY 1, 2",
+    // CASE branches of different numeric scales: each sum takes the
+    // largest scale its rows had (0 where no row took the scale-4 branch).
+    "SELECT o_status, sum(CASE WHEN o_prio = '1-URGENT' THEN o_total * (1 - 0.05) ELSE 0 END), \
+     sum(CASE WHEN o_qty > 1000 THEN o_total ELSE 0 END), avg(CASE WHEN o_flag THEN o_total ELSE 1 END), \
+     sum(coalesce(o_total * 2, 0)) FROM ord GROUP BY 1 ORDER BY 1",
+    // Correlated subqueries DataFusion decorrelates.
+    "SELECT c_id FROM cust WHERE EXISTS (SELECT 1 FROM ord WHERE o_cust = c_id AND o_qty > 45) ORDER BY 1",
+    "SELECT c_seg, count(*) FROM cust WHERE NOT EXISTS (SELECT 1 FROM ord WHERE o_cust = c_id AND o_status = 'F' AND o_qty = 7) \
+     GROUP BY 1 ORDER BY 1",
+    "SELECT o_id FROM ord o WHERE o_total > (SELECT sum(o2.o_total) * 0.1 FROM ord o2 WHERE o2.o_cust = o.o_cust) \
+     ORDER BY 1",
+    "SELECT c_id, c_bal FROM cust WHERE c_bal < (SELECT min(o_total) FROM ord WHERE o_cust = c_id) - 390000 ORDER BY 1",
+    "SELECT c_id FROM cust WHERE c_nation IN (SELECT o_qty FROM ord WHERE o_cust = c_id) ORDER BY 1",
 ];
 
 /// Queries the translation refuses: they run on the row path whatever the setting.
 const REFUSED: &[(&str, &str)] = &[
-    ("SELECT c_id FROM cust WHERE EXISTS (SELECT 1 FROM ord WHERE o_cust = c_id) ORDER BY 1", "correlated"),
+    (
+        "SELECT c_id FROM cust WHERE c_nation NOT IN (SELECT o_qty FROM ord WHERE o_cust = c_id) ORDER BY 1",
+        "correlated",
+    ),
+    ("SELECT c_id FROM cust WHERE (SELECT count(*) FROM ord WHERE o_cust = c_id) = 0 ORDER BY 1", "correlated"),
     ("SELECT count(*) FROM ord FULL JOIN cust ON o_cust = c_id", "FULL JOIN"),
     ("SELECT sum(o_total / 3) FROM ord", "division"),
     ("SELECT sum(o_qty % 7) FROM ord", "integer division"),

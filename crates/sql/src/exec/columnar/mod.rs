@@ -22,6 +22,8 @@
 //! memory bound the analytic executor reaches is the statement's error.
 //! EXPLAIN prints which path a SELECT takes and why.
 
+mod aggregate;
+mod correlated;
 mod translate;
 
 use std::sync::atomic::Ordering;
@@ -35,7 +37,7 @@ use crate::error::{Result, SqlError};
 use crate::expr::{Env, Subquery, SubqueryRunner};
 use crate::plan::SelectPlan;
 use crate::settings::AnalyticsMode;
-use crate::value::{self, ArithOp};
+use aggregate::mismatch;
 use translate::{Context, Shape, Translation, translate};
 
 /// Translation context of a statement that runs: uncorrelated subqueries
@@ -128,7 +130,6 @@ impl Exec<'_> {
 
 /// The executor's rows from the analytic answer (see [`Shape`]).
 fn reshape(answer: Vec<Vec<Value>>, shape: &Shape) -> Result<Vec<Vec<Value>>> {
-    let mismatch = || SqlError::new("XX000", "the analytic answer does not have the shape its query asked for");
     match shape {
         Shape::Joined { width, positions } => answer
             .into_iter()
@@ -143,8 +144,8 @@ fn reshape(answer: Vec<Vec<Value>>, shape: &Shape) -> Result<Vec<Vec<Value>>> {
                 Ok(joined)
             })
             .collect(),
-        Shape::Groups { groups, averages } => {
-            let columns = groups + averages.len() + averages.iter().filter(|&&a| a).count();
+        Shape::Groups { groups, finishes } => {
+            let columns = groups + finishes.iter().map(|f| f.columns()).sum::<usize>();
             answer
                 .into_iter()
                 .map(|row| {
@@ -153,19 +154,8 @@ fn reshape(answer: Vec<Vec<Value>>, shape: &Shape) -> Result<Vec<Vec<Value>>> {
                     }
                     let mut values = row.into_iter();
                     let mut group: Vec<Value> = values.by_ref().take(*groups).collect();
-                    for &average in averages {
-                        let v = values.next().ok_or_else(mismatch)?;
-                        if !average {
-                            group.push(v);
-                            continue;
-                        }
-                        // exec/aggregate.rs's avg: the numeric sum divided by the count.
-                        let count = values.next().ok_or_else(mismatch)?;
-                        group.push(match count {
-                            Value::Int8(0) | Value::Null => Value::Null,
-                            Value::Int8(n) => value::arith(ArithOp::Div, &v, &Value::Int8(n), value::NUMERIC_ANY)?,
-                            _ => return Err(mismatch()),
-                        });
+                    for finish in finishes {
+                        group.push(finish.value(&mut values)?);
                     }
                     Ok(group)
                 })

@@ -18,8 +18,10 @@ use std::fmt::Write as _;
 
 use pgtier_engine::{DataType, TableSchema, Value};
 
-use crate::expr::{CmpOp, Expr, Func, Subquery, SubqueryKind};
-use crate::plan::{Access, AggCall, AggFunc, AggPlan, Level, SelectPlan, SetTree, VirtualSource};
+use super::aggregate::Finish;
+use crate::expr::registry::CallData;
+use crate::expr::{CmpOp, DateField, Expr, Func, Subquery, SubqueryKind};
+use crate::plan::{Access, Level, SelectPlan, SetTree, VirtualSource};
 use crate::value::ArithOp;
 
 /// The engine value an expression yields.
@@ -39,7 +41,7 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
-    fn of_type(ty: DataType) -> Option<Kind> {
+    pub(super) fn of_type(ty: DataType) -> Option<Kind> {
         Some(match ty {
             DataType::Bool => Kind::Bool,
             DataType::Int2 => Kind::Int2,
@@ -53,7 +55,7 @@ impl Kind {
         })
     }
 
-    fn is_int(self) -> bool {
+    pub(super) fn is_int(self) -> bool {
         matches!(self, Kind::Int2 | Kind::Int4 | Kind::Int8)
     }
 
@@ -74,17 +76,34 @@ impl Kind {
 
 /// Why a plan stays on the row path (EXPLAIN prints it).
 pub(crate) type Refusal = String;
-type Res<T> = std::result::Result<T, Refusal>;
+pub(super) type Res<T> = std::result::Result<T, Refusal>;
 
 /// A translated expression.
 #[derive(Clone, Debug)]
-struct Sql {
-    text: String,
-    kind: Kind,
+pub(super) struct Sql {
+    pub(super) text: String,
+    pub(super) kind: Kind,
+    /// A numeric whose rows' scales differ (CASE or coalesce branches of
+    /// different scales; `kind` has the largest): an integer expression
+    /// giving each row's scale. Where the row's scale shows (a sum's
+    /// result, a group key, min/max) pgtier needs it: the aggregation
+    /// computes the largest one seen (aggregate.rs); elsewhere refused.
+    pub(super) scale: Option<String>,
 }
 
-fn sql(text: String, kind: Kind) -> Sql {
-    Sql { text, kind }
+pub(super) fn sql(text: String, kind: Kind) -> Sql {
+    Sql { text, kind, scale: None }
+}
+
+impl Sql {
+    /// Each row's scale as an integer expression.
+    fn scale_text(&self) -> String {
+        match (&self.scale, self.kind) {
+            (Some(s), _) => s.clone(),
+            (None, Kind::Num(s)) => format!("CAST({s} AS BIGINT)"),
+            (None, _) => "CAST(0 AS BIGINT)".into(),
+        }
+    }
 }
 
 /// What the caller supplies while translating: table state and the values
@@ -105,10 +124,9 @@ pub(crate) enum Shape {
     /// Joined rows of `width` columns: answer column i fills position
     /// `positions[i]`, the others (read by nothing after the join) stay NULL.
     Joined { width: usize, positions: Vec<usize> },
-    /// Groups: the group values, then each aggregate's value; an average
-    /// takes two answer columns (sum, count), divided here as pgtier's
-    /// aggregate does.
-    Groups { groups: usize, averages: Vec<bool> },
+    /// Groups: the group values, then each aggregate's answer columns,
+    /// which pgtier finishes into its value.
+    Groups { groups: usize, finishes: Vec<Finish> },
 }
 
 /// A plan's analytic query.
@@ -127,7 +145,7 @@ pub(crate) fn translate(plan: &SelectPlan, cx: &mut dyn Context) -> Res<Translat
     if plan.for_update {
         return Err("FOR UPDATE".into());
     }
-    let mut t = Translator { cx, tables: Vec::new(), scans_whole_table: false, depth: 0 };
+    let mut t = Translator { cx, tables: Vec::new(), scans_whole_table: false, depth: 0, outer: Vec::new() };
     let from = t.from(plan)?;
     match &plan.agg {
         Some(agg) => {
@@ -136,7 +154,7 @@ pub(crate) fn translate(plan: &SelectPlan, cx: &mut dyn Context) -> Res<Translat
             if !a.group_by.is_empty() {
                 let _ = write!(text, " GROUP BY {}", a.group_by.join(", "));
             }
-            let shape = Shape::Groups { groups: agg.group_by.len(), averages: a.averages };
+            let shape = Shape::Groups { groups: agg.group_by.len(), finishes: a.finishes };
             Ok(t.finish(text, shape))
         }
         None => {
@@ -178,7 +196,18 @@ fn aliased(select: &[String]) -> String {
     select.iter().enumerate().map(|(i, e)| format!("{e} AS a{i}")).collect::<Vec<_>>().join(", ")
 }
 
-fn push_where(text: &mut String, conditions: &[String]) {
+/// The plan of a subquery in FROM. A WITH query the row path
+/// materializes once (one read more than once) is one too: the translation
+/// takes no volatile function, so each read gives the same rows.
+fn subquery_plan(source: &VirtualSource) -> Option<&SelectPlan> {
+    match source {
+        VirtualSource::Query(SetTree::Select(sub)) => Some(sub),
+        VirtualSource::Shared { source, .. } => subquery_plan(source),
+        _ => None,
+    }
+}
+
+pub(super) fn push_where(text: &mut String, conditions: &[String]) {
     if !conditions.is_empty() {
         let _ = write!(text, " WHERE {}", conditions.join(" AND "));
     }
@@ -186,10 +215,10 @@ fn push_where(text: &mut String, conditions: &[String]) {
 
 /// A FROM clause: its text, the WHERE conjuncts, and each joined-row
 /// position's column reference.
-struct From {
-    text: String,
-    conditions: Vec<String>,
-    columns: Vec<Option<Sql>>,
+pub(super) struct From {
+    pub(super) text: String,
+    pub(super) conditions: Vec<String>,
+    pub(super) columns: Vec<Option<Sql>>,
 }
 
 impl From {
@@ -206,21 +235,15 @@ enum Columns {
     Derived(Vec<Kind>),
 }
 
-struct Aggregation {
-    select: Vec<String>,
-    /// The inner SELECT with its alias.
-    from: String,
-    group_by: Vec<String>,
-    averages: Vec<bool>,
-    row: Vec<Option<Sql>>,
-}
-
-struct Translator<'c> {
-    cx: &'c mut dyn Context,
+pub(super) struct Translator<'c> {
+    pub(super) cx: &'c mut dyn Context,
     tables: Vec<String>,
     scans_whole_table: bool,
     /// Derived tables entered (aliases stay unique).
-    depth: usize,
+    pub(super) depth: usize,
+    /// The rows around the correlated subqueries being translated, the
+    /// innermost last: `Expr::Outer` reads the last (correlated.rs).
+    pub(super) outer: Vec<Vec<Option<Sql>>>,
 }
 
 /// Values beyond this many in a subquery's IN list keep the row path.
@@ -234,7 +257,7 @@ impl Translator<'_> {
         Translation { sql, shape, tables, scans_whole_table: self.scans_whole_table }
     }
 
-    fn from(&mut self, plan: &SelectPlan) -> Res<From> {
+    pub(super) fn from(&mut self, plan: &SelectPlan) -> Res<From> {
         if plan.levels.is_empty() {
             return Err("no FROM".into());
         }
@@ -297,12 +320,12 @@ impl Translator<'_> {
     /// copy, or a subquery in FROM translated whole (with its columns' kinds).
     fn relation(&mut self, level: &Level, alias: &str) -> Res<(String, Columns)> {
         match &level.access {
-            Access::Virtual(source) => match source.as_ref() {
-                VirtualSource::Query(SetTree::Select(sub)) => {
+            Access::Virtual(source) => match subquery_plan(source) {
+                Some(sub) => {
                     let (text, kinds) = self.derived(sub)?;
                     Ok((format!("({text}) AS {alias}"), Columns::Derived(kinds)))
                 }
-                _ => Err(format!("FROM item \"{}\" is not a stored table", level.table.name)),
+                None => Err(format!("FROM item \"{}\" is not a stored table or a subquery", level.table.name)),
             },
             access => {
                 let Some(names) = self.cx.copy_columns(&level.table) else {
@@ -350,6 +373,9 @@ impl Translator<'_> {
                 (visible.iter().map(|e| self.expr(e, &cx)).collect::<Res<Vec<_>>>()?, Vec::new(), None, None)
             }
         };
+        if outputs.iter().any(|o| o.scale.is_some()) {
+            return Err("a subquery in FROM giving numerics of varying scale".into());
+        }
         let select: Vec<String> = outputs.iter().enumerate().map(|(i, o)| format!("{} AS c{i}", o.text)).collect();
         match source {
             Some(inner) => {
@@ -369,123 +395,8 @@ impl Translator<'_> {
         Ok((text, outputs.into_iter().map(|o| o.kind).collect()))
     }
 
-    /// An aggregation over `from`: the group keys, aggregate arguments and
-    /// filters are computed by an inner SELECT as plain columns `k0..`,
-    /// `v0..`, `f0..`, which the outer one groups and aggregates (each
-    /// aggregate over columns of its own: DataFusion names an aggregate by
-    /// its argument with casts dropped, and refuses two of one name).
-    /// Gives the outer select list (groups, then each aggregate, two
-    /// columns for an average), its FROM and GROUP BY, which are averages,
-    /// and the aggregate row as later expressions read it (an average: none).
-    fn aggregate(&mut self, agg: &AggPlan, from: &From) -> Res<Aggregation> {
-        if agg.group_by.is_empty() && agg.aggs.is_empty() {
-            // One row whatever the input (`SELECT 1 FROM t HAVING ...`).
-            return Err("an aggregation without groups or aggregates".into());
-        }
-        let cx = Cols(&from.columns);
-        let mut inner = Vec::new();
-        let mut out = Aggregation {
-            select: Vec::new(),
-            from: String::new(),
-            group_by: Vec::new(),
-            averages: Vec::new(),
-            row: Vec::new(),
-        };
-        for (i, g) in agg.group_by.iter().enumerate() {
-            let e = self.expr(g, &cx)?;
-            if e.kind == Kind::Null {
-                return Err("a NULL group key".into());
-            }
-            inner.push(format!("{} AS k{i}", e.text));
-            out.select.push(format!("k{i}"));
-            out.group_by.push(format!("k{i}"));
-            out.row.push(Some(sql(format!("k{i}"), e.kind)));
-        }
-        for (i, call) in agg.aggs.iter().enumerate() {
-            let (texts, kind) = self.agg_call(call, i, &cx, &mut inner)?;
-            out.row.push(match (&texts[..], kind) {
-                ([one], Some(kind)) => Some(sql(one.clone(), kind)),
-                _ => None,
-            });
-            out.averages.push(kind.is_none());
-            out.select.extend(texts);
-        }
-        if inner.is_empty() {
-            inner.push("TRUE AS unused".into());
-        }
-        let mut text = format!("SELECT {} FROM {}", inner.join(", "), from.text);
-        push_where(&mut text, &from.conditions);
-        out.from = format!("({text}) AS q{}", self.depth);
-        self.depth += 1;
-        Ok(out)
-    }
-
-    /// Aggregate `i`'s answer columns over the inner columns it adds to
-    /// `inner`, and its value's kind (None: an average, whose two columns
-    /// pgtier divides).
-    fn agg_call(
-        &mut self,
-        call: &AggCall,
-        i: usize,
-        cx: &Cols<'_>,
-        inner: &mut Vec<String>,
-    ) -> Res<(Vec<String>, Option<Kind>)> {
-        if !call.order_by.is_empty() {
-            return Err("an aggregate with ORDER BY".into());
-        }
-        let filter = match &call.filter {
-            Some(f) => {
-                inner.push(format!("{} AS f{i}", self.condition(f, cx)?));
-                format!(" FILTER (WHERE f{i})")
-            }
-            None => String::new(),
-        };
-        let distinct = if call.distinct { "DISTINCT " } else { "" };
-        let arg = match &call.arg {
-            Some(a) => Some(self.expr(a, cx)?),
-            None => None,
-        };
-        let v = format!("v{i}");
-        let one = |f: &str| format!("{f}({distinct}{v}){filter}");
-        Ok(match (call.func, arg) {
-            (AggFunc::CountStar, _) => {
-                inner.push(format!("TRUE AS {v}"));
-                (vec![one("count")], Some(Kind::Int8))
-            }
-            (AggFunc::Count, Some(a)) => {
-                inner.push(format!("{} AS {v}", a.text));
-                (vec![one("count")], Some(Kind::Int8))
-            }
-            (AggFunc::Sum, Some(a)) => {
-                let out = sum_kind(a.kind, call.ty)?;
-                inner.push(format!("{} AS {v}", cast(&a.text, out)));
-                (vec![one("sum")], Some(out))
-            }
-            (AggFunc::Avg, Some(a)) => {
-                let sum = match a.kind {
-                    k if k.is_int() => cast(&a.text, Kind::Num(0)),
-                    Kind::Num(s) => cast(&a.text, Kind::Num(s)),
-                    k => return Err(format!("avg over {k:?}")),
-                };
-                if !matches!(call.ty, DataType::Numeric { .. }) {
-                    return Err("avg of this type".into());
-                }
-                inner.push(format!("{sum} AS {v}"));
-                (vec![one("sum"), one("count")], None)
-            }
-            (AggFunc::Min | AggFunc::Max, Some(a)) => {
-                if a.kind == Kind::Null || Kind::of_type(call.ty) != Some(a.kind) && !num_matches(a.kind, call.ty) {
-                    return Err("min/max of this type".into());
-                }
-                inner.push(format!("{} AS {v}", a.text));
-                (vec![one(if call.func == AggFunc::Min { "min" } else { "max" })], Some(a.kind))
-            }
-            (func, _) => return Err(format!("aggregate {func:?}")),
-        })
-    }
-
     /// A boolean condition.
-    fn condition(&mut self, e: &Expr, cx: &Cols<'_>) -> Res<String> {
+    pub(super) fn condition(&mut self, e: &Expr, cx: &Cols<'_>) -> Res<String> {
         let c = self.expr(e, cx)?;
         match c.kind {
             Kind::Bool | Kind::Null => Ok(c.text),
@@ -493,7 +404,7 @@ impl Translator<'_> {
         }
     }
 
-    fn expr(&mut self, e: &Expr, cx: &Cols<'_>) -> Res<Sql> {
+    pub(super) fn expr(&mut self, e: &Expr, cx: &Cols<'_>) -> Res<Sql> {
         Ok(match e {
             Expr::Column(c) => cx.get(*c)?,
             Expr::Param(i) => {
@@ -509,7 +420,7 @@ impl Translator<'_> {
             Expr::Neg(x) => {
                 let x = self.expr(x, cx)?;
                 match x.kind {
-                    Kind::Num(_) => sql(format!("(- {})", x.text), x.kind),
+                    Kind::Num(_) => Sql { text: format!("(- {})", x.text), kind: x.kind, scale: x.scale },
                     k => return Err(format!("negation of {k:?}")),
                 }
             }
@@ -574,15 +485,22 @@ impl Translator<'_> {
             }
             Expr::Coalesce(es) => {
                 let parts = es.iter().map(|x| self.expr(x, cx)).collect::<Res<Vec<_>>>()?;
-                let kind = unify(parts.iter().map(|p| p.kind))?;
-                let texts: Vec<String> = parts.into_iter().map(|p| p.text).collect();
-                sql(format!("coalesce({})", texts.join(", ")), kind)
+                let (kind, varying) = unify(&parts.iter().collect::<Vec<_>>())?;
+                let texts: Vec<&str> = parts.iter().map(|p| p.text.as_str()).collect();
+                let mut out = sql(format!("coalesce({})", texts.join(", ")), kind);
+                if varying {
+                    // The scale of the first value that is not NULL.
+                    let whens: Vec<String> =
+                        parts.iter().map(|p| format!("WHEN {} IS NOT NULL THEN {}", p.text, p.scale_text())).collect();
+                    out.scale = Some(format!("(CASE {} END)", whens.join(" ")));
+                }
+                out
             }
             Expr::NullIf(a, b) => {
                 let a = self.expr(a, cx)?;
-                let kind = a.kind;
+                let (kind, scale) = (a.kind, a.scale.clone());
                 let (x, y) = comparable(a, self.expr(b, cx)?)?;
-                sql(format!("nullif({x}, {y})"), kind)
+                Sql { text: format!("nullif({x}, {y})"), kind, scale }
             }
             Expr::Cast(x, ty, _) => cast_expr(self.expr(x, cx)?, *ty)?,
             Expr::BpcharTrim(x) => {
@@ -594,7 +512,10 @@ impl Translator<'_> {
             }
             Expr::Func(f, args) => self.function(*f, args, cx)?,
             Expr::Subquery(s) => self.subquery(s, cx)?,
-            Expr::Outer(_) => return Err("a correlated subquery".into()),
+            Expr::Outer(c) => match self.outer.last().and_then(|row| row.get(*c)).cloned().flatten() {
+                Some(column) => column,
+                None => return Err(format!("column {c} of the enclosing row has no columnar form")),
+            },
             Expr::AggRef(_) | Expr::WindowRef(_) => return Err("an aggregate or window reference".into()),
         })
     }
@@ -619,7 +540,15 @@ impl Translator<'_> {
                 if scale > 38 {
                     return Err("a numeric scale above 38".into());
                 }
-                Ok(sql(format!("({} {} {})", wide(&a), op.symbol(), wide(&b)), K::Num(scale)))
+                let varying = (a.scale.is_some() || b.scale.is_some()).then(|| match op {
+                    ArithOp::Mul => format!("({} + {})", a.scale_text(), b.scale_text()),
+                    _ => format!("greatest({}, {})", a.scale_text(), b.scale_text()),
+                });
+                Ok(Sql {
+                    text: format!("({} {} {})", wide(&a), op.symbol(), wide(&b)),
+                    kind: K::Num(scale),
+                    scale: varying,
+                })
             }
             // Integers: computed exactly, then cast to the result type,
             // which fails (and the row path raises 22003) where pgtier's
@@ -656,6 +585,7 @@ impl Translator<'_> {
             let _ = write!(text, " {}", s.text);
         }
         let mut results = Vec::with_capacity(whens.len() + 1);
+        let mut scales = text.clone();
         for (when, then) in whens {
             let w = match &subject {
                 Some(s) => {
@@ -666,30 +596,70 @@ impl Translator<'_> {
             };
             let t = self.expr(then, cx)?;
             let _ = write!(text, " WHEN {w} THEN {}", t.text);
-            results.push(t.kind);
+            let _ = write!(scales, " WHEN {w} THEN {}", t.scale_text());
+            results.push(t);
         }
         if let Some(o) = otherwise {
             let o = self.expr(o, cx)?;
             let _ = write!(text, " ELSE {}", o.text);
-            results.push(o.kind);
+            let _ = write!(scales, " ELSE {}", o.scale_text());
+            results.push(o);
         }
         text.push_str(" END)");
+        scales.push_str(" END)");
         // Branches of different numeric scales give rows of different
-        // scales, which sums and displays keep: refused.
-        let kind = unify(results.into_iter())?;
-        Ok(sql(text, kind))
+        // scales (kept by sums and shown): each row's scale goes along.
+        let (kind, varying) = unify(&results.iter().collect::<Vec<_>>())?;
+        Ok(Sql { text, kind, scale: varying.then_some(scales) })
     }
 
+    /// The builtins whose value DataFusion computes as pgtier does, for
+    /// the arguments checked here.
     fn function(&mut self, f: Func, args: &[Expr], cx: &Cols<'_>) -> Res<Sql> {
         let Func::Builtin(b) = f else { return Err("a system function".into()) };
-        let _ = (args, cx);
-        Err(format!("function {}", b.name))
+        match (b.name, b.data, args) {
+            // extract(year | month | day FROM date or timestamp): a numeric
+            // of scale 0. Year 0 in DataFusion's proleptic calendar is
+            // PostgreSQL's 1 BC (-1), and so on down.
+            ("extract", CallData::Field(field @ (DateField::Year | DateField::Month | DateField::Day)), [x]) => {
+                let x = self.expr(x, cx)?;
+                if !matches!(x.kind, Kind::Date | Kind::Timestamp) {
+                    return Err(format!("extract from {:?}", x.kind));
+                }
+                let part = match field {
+                    DateField::Year => "year",
+                    DateField::Month => "month",
+                    _ => "day",
+                };
+                let mut v = format!("CAST(date_part('{part}', {}) AS BIGINT)", x.text);
+                if field == DateField::Year {
+                    v = format!("(CASE WHEN {v} <= 0 THEN {v} - 1 ELSE {v} END)");
+                }
+                Ok(sql(cast(&v, Kind::Num(0)), Kind::Num(0)))
+            }
+            // substring(text FROM start FOR count) with constants start >= 1
+            // and count >= 0, where both count characters alike.
+            ("substr", _, [x, start, count]) => {
+                let x = self.expr(x, cx)?;
+                let positive = |e: &Expr, min: i64| match e {
+                    Expr::Const(v) => v.as_i64().filter(|n| *n >= min),
+                    _ => None,
+                };
+                match (x.kind, positive(start, 1), positive(count, 0)) {
+                    (Kind::Text, Some(from), Some(n)) => {
+                        Ok(sql(format!("substr({}, {from}, {n})", x.text), Kind::Text))
+                    }
+                    _ => Err("substring other than of text at constant positions".into()),
+                }
+            }
+            _ => Err(format!("function {}", b.name)),
+        }
     }
 
     /// An uncorrelated subquery's value, computed by pgtier and inlined.
     fn subquery(&mut self, s: &Subquery, cx: &Cols<'_>) -> Res<Sql> {
         if s.correlated {
-            return Err("a correlated subquery".into());
+            return self.correlated(s, cx);
         }
         let kind = s.plan.columns.first().and_then(|c| c.ty).map_or(Some(Kind::Null), Kind::of_type);
         let lhs = match &s.kind {
@@ -734,27 +704,12 @@ impl Translator<'_> {
     }
 }
 
-/// sum's result kind over `arg`: int2/int4 give bigint, bigint and
-/// numeric give numeric (of the argument's scale), as PostgreSQL's sum.
-fn sum_kind(arg: Kind, ty: DataType) -> Res<Kind> {
-    match (arg, ty) {
-        (Kind::Int2 | Kind::Int4, DataType::Int8) => Ok(Kind::Int8),
-        (Kind::Int8, DataType::Numeric { .. }) => Ok(Kind::Num(0)),
-        (Kind::Num(s), DataType::Numeric { .. }) => Ok(Kind::Num(s)),
-        (k, _) => Err(format!("sum over {k:?}")),
-    }
-}
-
 /// A numeric operand's scale (an integer's is 0).
 fn scale_of(kind: Kind) -> u8 {
     match kind {
         Kind::Num(s) => s,
         _ => 0,
     }
-}
-
-fn num_matches(kind: Kind, ty: DataType) -> bool {
-    matches!((kind, ty), (Kind::Num(_), DataType::Numeric { .. }))
 }
 
 fn bool_kind(x: &Sql) -> Res<()> {
@@ -777,25 +732,32 @@ fn in_list(x: &str, items: &[String], negated: bool) -> Res<Sql> {
     Ok(sql(format!("({x} {not}IN ({}))", items.join(", ")), Kind::Bool))
 }
 
-/// The kind all of `kinds` share (NULLs take any), or a refusal.
-fn unify(kinds: impl Iterator<Item = Kind>) -> Res<Kind> {
+/// The kind all of `parts` share (NULLs take any; numerics of different
+/// scales share the largest, their rows' scales then varying).
+pub(super) fn unify(parts: &[&Sql]) -> Res<(Kind, bool)> {
     let mut out = Kind::Null;
-    for k in kinds {
-        match (out, k) {
+    let mut varying = false;
+    for p in parts {
+        varying |= p.scale.is_some();
+        match (out, p.kind) {
             (_, Kind::Null) => {}
             (Kind::Null, k) => out = k,
+            (Kind::Num(a), Kind::Num(b)) if a != b => {
+                out = Kind::Num(a.max(b));
+                varying = true;
+            }
             (a, b) if a == b => {}
             (a, b) => return Err(format!("branches of kinds {a:?} and {b:?}")),
         }
     }
-    Ok(out)
+    Ok((out, varying))
 }
 
 /// Two operands of a comparison as texts DataFusion compares as pgtier's
 /// `value::compare` does: integers of any width, numerics of any scale
 /// (an integer beside a numeric made one), text by bytes, dates, a date
 /// beside a timestamp as its midnight, booleans.
-fn comparable(a: Sql, b: Sql) -> Res<(String, String)> {
+pub(super) fn comparable(a: Sql, b: Sql) -> Res<(String, String)> {
     use Kind as K;
     Ok(match (a.kind, b.kind) {
         (x, y) if x == y => (a.text, b.text),
@@ -811,7 +773,7 @@ fn comparable(a: Sql, b: Sql) -> Res<(String, String)> {
 }
 
 /// The SQL cast of `text` to `kind` (a numeric to 38 digits at its scale).
-fn cast(text: &str, kind: Kind) -> String {
+pub(super) fn cast(text: &str, kind: Kind) -> String {
     match kind {
         Kind::Num(s) => format!("CAST({text} AS DECIMAL(38, {s}))"),
         Kind::Timestamp => timestamp_of(text),
@@ -893,7 +855,7 @@ fn quote_table(name: &str) -> String {
 }
 
 /// Joined-row positions (or aggregate-row positions) as translated columns.
-struct Cols<'a>(&'a [Option<Sql>]);
+pub(super) struct Cols<'a>(pub(super) &'a [Option<Sql>]);
 
 impl Cols<'_> {
     fn get(&self, c: usize) -> Res<Sql> {
