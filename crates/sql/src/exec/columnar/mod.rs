@@ -7,8 +7,9 @@
 //! - `off`: never.
 //! - `auto` (the default): when every stored table the plan reads has a
 //!   copy, the plan translates (translate.rs), and some level reads a whole
-//!   table (a Seq Scan on the row path): a plan of key lookups and index
-//!   ranges stays on the row path, where it costs microseconds.
+//!   table of at least [`AUTO_MIN_ROWS`] rows (a Seq Scan on the row
+//!   path): a plan of key lookups and index ranges, or of small tables,
+//!   stays on the row path, where it costs microseconds.
 //! - `on`: whenever every table has a copy and the plan translates.
 //!
 //! Never for a statement whose transaction has written anything (the copy
@@ -40,6 +41,17 @@ use crate::settings::AnalyticsMode;
 use aggregate::mismatch;
 use translate::{Context, Shape, Translation, translate};
 
+/// `auto` takes a plan that reads at least this many rows of one table
+/// whole: below it the row path's scan costs less than starting the
+/// analytic executor (about a millisecond).
+const AUTO_MIN_ROWS: u64 = 10_000;
+
+fn copy_columns(analytics: &Analytics, table: &TableSchema) -> Option<(Vec<String>, u64)> {
+    let names = analytics.olap.column_names(table.id).ok()?;
+    let rows = analytics.olap.table_stats(table.id).map_or(0, |s| s.rows);
+    Some((names, rows))
+}
+
 /// Translation context of a statement that runs: uncorrelated subqueries
 /// are evaluated by the row path (and cached by id as usual).
 struct Running<'e, 'x, 'a> {
@@ -49,8 +61,8 @@ struct Running<'e, 'x, 'a> {
 }
 
 impl Context for Running<'_, '_, '_> {
-    fn copy_columns(&self, table: &TableSchema) -> Option<Vec<String>> {
-        self.analytics.olap.column_names(table.id).ok()
+    fn copy_columns(&self, table: &TableSchema) -> Option<(Vec<String>, u64)> {
+        copy_columns(self.analytics, table)
     }
 
     fn subquery_values(&mut self, sub: &Subquery) -> Option<Result<Vec<Value>>> {
@@ -68,8 +80,8 @@ struct Explaining<'x> {
 }
 
 impl Context for Explaining<'_> {
-    fn copy_columns(&self, table: &TableSchema) -> Option<Vec<String>> {
-        self.analytics.olap.column_names(table.id).ok()
+    fn copy_columns(&self, table: &TableSchema) -> Option<(Vec<String>, u64)> {
+        copy_columns(self.analytics, table)
     }
 
     fn subquery_values(&mut self, _: &Subquery) -> Option<Result<Vec<Value>>> {
@@ -105,7 +117,7 @@ impl Exec<'_> {
                 Err(_) => return Ok(None),
             }
         };
-        if mode == AnalyticsMode::Auto && !translation.scans_whole_table {
+        if mode == AnalyticsMode::Auto && translation.largest_scan < AUTO_MIN_ROWS {
             return Ok(None);
         }
         let snapshot = self.txn.snapshot_ts();
@@ -176,8 +188,10 @@ pub fn explain_route(plan: &SelectPlan, analytics: Option<&Analytics>, mode: Ana
         Ok(t) => t,
         Err(why) => return row_path(&why),
     };
-    if mode == AnalyticsMode::Auto && !translation.scans_whole_table {
-        return row_path("pgtier.analytics is auto and no table is read whole");
+    if mode == AnalyticsMode::Auto && translation.largest_scan < AUTO_MIN_ROWS {
+        return row_path(&format!(
+            "pgtier.analytics is auto and no table of {AUTO_MIN_ROWS} rows or more is read whole"
+        ));
     }
     if !OlapEngine::has_executor() {
         return row_path(&OlapError::NoExecutor.to_string());

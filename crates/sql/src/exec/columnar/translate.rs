@@ -109,9 +109,9 @@ impl Sql {
 /// What the caller supplies while translating: table state and the values
 /// of uncorrelated subqueries (None: EXPLAIN, which runs nothing).
 pub(crate) trait Context {
-    /// The names of `table`'s columns in its columnar copy, in order;
-    /// None: it has no copy the executor may read.
-    fn copy_columns(&self, table: &TableSchema) -> Option<Vec<String>>;
+    /// The names of `table`'s columns in its columnar copy, in order, and
+    /// the copy's rows; None: it has no copy the executor may read.
+    fn copy_columns(&self, table: &TableSchema) -> Option<(Vec<String>, u64)>;
     /// The first-column values of uncorrelated subquery `sub`, or None
     /// when nothing may run (EXPLAIN): a placeholder is printed.
     fn subquery_values(&mut self, sub: &Subquery) -> Option<crate::error::Result<Vec<Value>>>;
@@ -136,8 +136,9 @@ pub(crate) struct Translation {
     pub shape: Shape,
     /// The stored tables it reads (engine names).
     pub tables: Vec<String>,
-    /// Some level reads its whole table (the `auto` rule).
-    pub scans_whole_table: bool,
+    /// The most rows a level reads whole, a Seq Scan on the row path
+    /// (the `auto` rule, exec/columnar).
+    pub largest_scan: u64,
 }
 
 /// Translates `plan` (a top-level SELECT's plan) up to its aggregation.
@@ -145,7 +146,7 @@ pub(crate) fn translate(plan: &SelectPlan, cx: &mut dyn Context) -> Res<Translat
     if plan.for_update {
         return Err("FOR UPDATE".into());
     }
-    let mut t = Translator { cx, tables: Vec::new(), scans_whole_table: false, depth: 0, outer: Vec::new() };
+    let mut t = Translator { cx, tables: Vec::new(), largest_scan: 0, depth: 0, outer: Vec::new() };
     let from = t.from(plan)?;
     match &plan.agg {
         Some(agg) => {
@@ -238,7 +239,7 @@ enum Columns {
 pub(super) struct Translator<'c> {
     pub(super) cx: &'c mut dyn Context,
     tables: Vec<String>,
-    scans_whole_table: bool,
+    largest_scan: u64,
     /// Derived tables entered (aliases stay unique).
     pub(super) depth: usize,
     /// The rows around the correlated subqueries being translated, the
@@ -254,7 +255,7 @@ impl Translator<'_> {
         let mut tables = self.tables;
         tables.sort();
         tables.dedup();
-        Translation { sql, shape, tables, scans_whole_table: self.scans_whole_table }
+        Translation { sql, shape, tables, largest_scan: self.largest_scan }
     }
 
     pub(super) fn from(&mut self, plan: &SelectPlan) -> Res<From> {
@@ -328,10 +329,12 @@ impl Translator<'_> {
                 None => Err(format!("FROM item \"{}\" is not a stored table or a subquery", level.table.name)),
             },
             access => {
-                let Some(names) = self.cx.copy_columns(&level.table) else {
+                let Some((names, rows)) = self.cx.copy_columns(&level.table) else {
                     return Err(format!("relation \"{}\" has no columnar copy", level.table.name));
                 };
-                self.scans_whole_table |= matches!(access, Access::FullScan);
+                if matches!(access, Access::FullScan) {
+                    self.largest_scan = self.largest_scan.max(rows);
+                }
                 self.tables.push(level.table.name.clone());
                 Ok((format!("{} AS {alias}", quote_table(&level.table.name)), Columns::Stored(names)))
             }
