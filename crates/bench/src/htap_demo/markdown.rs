@@ -117,9 +117,10 @@ fn headline(out: &mut String, r: &HtapReport) {
         let (on, of) = t.columnar_paths();
         let _ = writeln!(
             out,
-            "| TPC-H SF {}: PostgreSQL's 22-query total / pgtier columnar's | {} (columnar path on {on} of {of}; row \
+            "| TPC-H SF {}: PostgreSQL's {}-query total / pgtier columnar's | {} (columnar path on {on} of {of}; row \
              path: {}) | - |",
             t.scale,
+            t.queries.len(),
             speedup(col),
             speedup(row)
         );

@@ -168,7 +168,7 @@ fn columnar_lines(report: &TpchReport) -> String {
     } else {
         "- (a side did not answer every query)".to_owned()
     };
-    let _ = writeln!(out, "PostgreSQL / pgtier columnar (22-query total of medians): {speedup}");
+    let _ = writeln!(out, "PostgreSQL / pgtier columnar (total of the medians): {speedup}");
     let _ = writeln!(out, "pgtier columnar: EXPLAIN names the columnar path on {columnar} of {of} queries");
     let lacking =
         report.queries.iter().filter_map(|q| q.side(SideKind::Columnar)?.path.as_deref()).any(super::lacks_executor);
