@@ -15,6 +15,10 @@
 # pgtier scripts/demo.sh builds without the feature: one build would
 # overwrite the other's binary).
 #
+# About 12 minutes of running on 2 shared cores (a debug build, measured:
+# 17 minutes with 3 timed runs per TPC-H query, the default is 1), plus the
+# build.
+#
 # Knobs (environment): TPCH_SCALE (default 0.1), CH_DURATION seconds per
 # phase (40), FRESHNESS_QUERIES (1000), RESULTS dir (results/demo-htap),
 # DEMO_ARGS (more `pgtier demo htap` flags, see `pgtier demo htap --help`).

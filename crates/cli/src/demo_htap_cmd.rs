@@ -12,7 +12,8 @@ use crate::bench_cmd::seconds;
 use crate::demo_cmd::{INTERRUPT, install_interrupt_handler};
 
 const HELP: &str = "\
-What it does, in order (about 10 minutes at the defaults on 2 cores, release build):
+What it does, in order (about 12 minutes at the defaults on 2 shared cores; PostgreSQL's Q17 and Q20
+take about 50 s each at SF 0.1 without TPC-H's optional indexes, a third of the time):
   1. starts a private PostgreSQL (fsync on) with a database for TPC-H and one for CH-benCHmark;
   2. TPC-H at --tpch-scale into PostgreSQL and pgtier's embedded engine, the columnar copy of the 8
      tables enabled (ALTER TABLE ... SET ANALYTICS ON; compression per table beside study 004's
@@ -41,8 +42,8 @@ pub struct HtapArgs {
     /// TPC-H scale factor (0.1 = 600,000 lineitems)
     #[arg(long, value_name = "SF", default_value_t = 0.1)]
     tpch_scale: f64,
-    /// Timed runs per TPC-H query and side, after a warm-up
-    #[arg(long, value_name = "N", default_value_t = 3)]
+    /// Timed runs per TPC-H query and side, after a warm-up (each more adds PostgreSQL's ~100 s at SF 0.1)
+    #[arg(long, value_name = "N", default_value_t = 1)]
     tpch_runs: u32,
     /// statement_timeout of every TPC-H query, seconds
     #[arg(long, value_name = "S", default_value_t = 60.0)]
