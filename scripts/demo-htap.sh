@@ -15,9 +15,9 @@
 # pgtier scripts/demo.sh builds without the feature: one build would
 # overwrite the other's binary).
 #
-# About 12 minutes of running on 2 shared cores (a debug build, measured:
-# 17 minutes with 3 timed runs per TPC-H query, the default is 1), plus the
-# build.
+# About 11 minutes of running on 2 shared cores (measured with a debug
+# build: 10.6 minutes at the defaults, 17 with 3 timed runs per TPC-H
+# query), plus the build.
 #
 # Knobs (environment): TPCH_SCALE (default 0.1), CH_DURATION seconds per
 # phase (40), FRESHNESS_QUERIES (1000), RESULTS dir (results/demo-htap),

@@ -12,7 +12,7 @@ use crate::bench_cmd::seconds;
 use crate::demo_cmd::{INTERRUPT, install_interrupt_handler};
 
 const HELP: &str = "\
-What it does, in order (about 12 minutes at the defaults on 2 shared cores; PostgreSQL's Q17 and Q20
+What it does, in order (about 11 minutes at the defaults on 2 shared cores; PostgreSQL's Q17 and Q20
 take about 50 s each at SF 0.1 without TPC-H's optional indexes, a third of the time):
   1. starts a private PostgreSQL (fsync on) with a database for TPC-H and one for CH-benCHmark;
   2. TPC-H at --tpch-scale into PostgreSQL and pgtier's embedded engine, the columnar copy of the 8
