@@ -15,6 +15,7 @@ pub mod demo;
 pub mod device;
 pub mod driver;
 pub mod flash_demo;
+pub mod htap_demo;
 pub mod io;
 pub mod jpetstore;
 pub mod micro;

@@ -38,6 +38,7 @@ fn ch_benchmark_runs_all_phases_and_compares_every_answer() {
         query_timeout: Duration::from_secs(5),
         load_streams: 2,
         seed: 2011,
+        analytics: false,
     };
     let report = ch::run(&options, &sides, &mut NoProgress).unwrap();
     print!("{}", ch::output::summary(&report));

@@ -36,8 +36,9 @@ Targets (--targets; PostgreSQL always runs first: it is the answers' reference):
   server       --pgtier-url, else a pgtier server this command starts in-process
                (loopback, trust auth, --pgtier-commit, data in --work-dir)
   embedded     the engine in this process (--pgtier-commit), data in --work-dir
-pgtier answers the analytic queries on its row store today; the same run will measure the
-columnar path once queries are routed to it.
+pgtier answers the analytic queries on its row store unless --analytics: then every table gets
+its columnar copy on the pgtier targets after the load and their analytic sessions run with
+pgtier.analytics = on (the path EXPLAIN names is given per query in the answers section).
 
 Output: a one-screen summary on stdout (per target NOPM alone / together / kept, analytic total
 alone / together / change, per query), and report.md + ch.json in --out. Exit status 1 when an
@@ -46,6 +47,7 @@ answer is DIFFERENT, an OLTP run stops on an error or a consistency check fails;
 Examples:
   pgtier bench ch
   pgtier bench ch --targets postgresql,server,embedded --warehouses 2 --clients 4 --duration 120
+  pgtier bench ch --analytics --test-scale --duration 20   # pgtier's analytic side columnar
   pgtier bench ch --analytic-streams 2 --query-timeout 30 --pgtier-commit async --out results/ch-2s";
 
 #[derive(clap::Args)]
@@ -92,6 +94,9 @@ pub struct ChArgs {
     /// Seed of the population and the OLTP clients' random streams [default: a fresh one, printed]
     #[arg(long)]
     seed: Option<u64>,
+    /// After the load, enable the columnar copy (ALTER TABLE ... SET ANALYTICS ON) of every table on the pgtier targets and run their analytic sessions with pgtier.analytics = on (OLTP sessions keep the default)
+    #[arg(long)]
+    analytics: bool,
     /// Test-only scale: 1,000 items and 300 customers per district instead of 100,000 and 3,000
     #[arg(long)]
     test_scale: bool,
@@ -216,6 +221,7 @@ pub fn run(args: ChArgs) -> anyhow::Result<()> {
         query_timeout: Duration::from_secs(args.query_timeout),
         load_streams: args.load_streams.map_or(cpus, usize::from),
         seed: args.seed.unwrap_or_else(fresh_seed),
+        analytics: args.analytics,
     };
     eprintln!(
         "pgtier: bench ch: {} warehouses, {} OLTP clients, {} analytic stream(s), 3 phases of {} + {} s per target, \

@@ -83,6 +83,8 @@ pub struct DemoArgs {
 enum DemoCommand {
     /// The flash studies (001, 002, 003, 000's use case 2): cache size table, warm-up, DRAM vs flash, write-back, device.
     Flash(Box<crate::demo_flash_cmd::FlashArgs>),
+    /// Study 004 (analytics beside OLTP): TPC-H on PostgreSQL, pgtier row path and columnar, compression, freshness, CH-benCHmark.
+    Htap(Box<crate::demo_htap_cmd::HtapArgs>),
 }
 
 pub(crate) static INTERRUPT: AtomicBool = AtomicBool::new(false);
@@ -188,8 +190,10 @@ pub(crate) fn install_interrupt_handler() {
 }
 
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {
-    if let Some(DemoCommand::Flash(flash)) = args.command {
-        return crate::demo_flash_cmd::run(*flash);
+    match args.command {
+        Some(DemoCommand::Flash(flash)) => return crate::demo_flash_cmd::run(*flash),
+        Some(DemoCommand::Htap(htap)) => return crate::demo_htap_cmd::run(*htap),
+        None => {}
     }
     let options = options(&args)?;
     demo::check(&options)?;

@@ -10,6 +10,7 @@ mod ch_cmd;
 mod compare_cmd;
 mod demo_cmd;
 mod demo_flash_cmd;
+mod demo_htap_cmd;
 mod io_cmd;
 mod jpetstore_cmd;
 mod micro_cmd;
@@ -51,7 +52,7 @@ enum Command {
     Switchover(cache_cmd::SwitchoverArgs),
     /// The flash tier of a running pgtier: status, enable, disable, resize (online).
     Tier(tier_cmd::TierArgs),
-    /// Study 000 end to end (private PostgreSQL, TATP, baseline vs cache, rate cap, report); `demo flash`: the flash studies.
+    /// Study 000 end to end (private PostgreSQL, TATP, baseline vs cache, rate cap, report); `demo flash`: the flash studies; `demo htap`: study 004.
     Demo(Box<demo_cmd::DemoArgs>),
     /// Run benchmarks side by side against PostgreSQL and pgtier.
     Bench {

@@ -120,6 +120,7 @@ pub(crate) fn parse_targets(list: &str) -> Result<Targets, String> {
         SideKind::Postgresql => 0,
         SideKind::PgtierServer => 1,
         SideKind::Embedded => 2,
+        SideKind::Columnar => 3,
     });
     Ok(Targets(out))
 }

@@ -35,10 +35,16 @@ Targets (--targets, PostgreSQL always first: it is the reference):
 Output: a one-screen summary on stdout (median ms per target, pgtier / PostgreSQL ratio,
 answers), and report.md + tpch.json in --out. Exit status 1 when an answer is DIFFERENT.
 
+--analytics adds the side 'pgtier columnar' (the embedded target's columnar copies, pgtier.analytics
+= on; the embedded side runs with it off): per query the path its EXPLAIN names (columnar, or the
+row path and why), and the ratio PostgreSQL / columnar of the totals. A pgtier built without the
+cargo feature 'analytics' has no analytic executor: its columnar side runs the row path, and the
+summary says so.
+
 Examples:
   pgtier bench tpch --scale 0.01
   pgtier bench tpch --scale 0.1 --runs 5 --timeout 120 --targets postgresql,embedded
-  pgtier bench tpch --scale 0.1 --targets embedded --analytics   # + compression per table
+  pgtier bench tpch --scale 0.1 --targets embedded --analytics   # + pgtier columnar, compression
   pgtier bench tpch --url postgres://postgres@127.0.0.1:5432/tpch \\
       --pgtier-url postgres://app@127.0.0.1:5433/pgtier --queries 13,19";
 
@@ -76,7 +82,7 @@ pub struct TpchArgs {
     /// Use the tables the targets already hold (from an earlier run at the same --scale; pass --work-dir to keep the pgtier targets' data) instead of reloading
     #[arg(long)]
     skip_load: bool,
-    /// After the load, enable the columnar copy (ALTER TABLE ... SET ANALYTICS ON) of the 8 tables on the embedded target and report each table's compression and enable rate beside study 004's (the queries still run on the row path)
+    /// After the load, enable the columnar copy (ALTER TABLE ... SET ANALYTICS ON) of the 8 tables on the embedded target, report each table's compression and enable rate beside study 004's, and add the side 'pgtier columnar': the embedded target with pgtier.analytics = on (the embedded side's sessions then run with pgtier.analytics = off, the row path)
     #[arg(long)]
     analytics: bool,
     /// Parallel bulk-load streams per target [default: CPUs]
@@ -203,7 +209,12 @@ pub fn run(args: TpchArgs) -> anyhow::Result<()> {
         embedded_dir: args.embedded_dir.as_deref(),
         keep_data: args.skip_load,
     })?;
-    let sides = opened.sides();
+    let mut sides = opened.sides();
+    // The columnar side: the embedded target again, its sessions on the
+    // copies (tpch::SideKind::analytics_setting).
+    if let (true, Some(embedded)) = (args.analytics, &opened.embedded) {
+        sides.push(tpch::Side { kind: SideKind::Columnar, target: embedded });
+    }
     let cpus = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
     let options = TpchOptions {
         scale: args.scale,

@@ -23,6 +23,12 @@
 //!    reloaded between phases (see [`deviations`]); order_line's rows at
 //!    each phase's start are reported.
 //! 4. TPC-C's consistency checks on each target after its last phase.
+//!
+//! With `analytics`, after the load every CH table on each pgtier target
+//! gets its columnar copy (`ALTER TABLE t SET ANALYTICS ON`, timed), and
+//! the analytic sessions there (step 2's and the streams') run with
+//! `pgtier.analytics = on`; the OLTP sessions keep the default. Step 2
+//! records the path EXPLAIN names for each query on those targets.
 
 pub mod output;
 pub mod queries;
@@ -59,6 +65,43 @@ pub struct ChOptions {
     pub load_streams: usize,
     /// Seeds population and the OLTP clients' random streams.
     pub seed: u64,
+    /// Columnar copies of every table on the pgtier targets, analytic
+    /// sessions there with `pgtier.analytics = on`.
+    pub analytics: bool,
+}
+
+impl ChOptions {
+    /// The `pgtier.analytics` of the analytic sessions on `kind`.
+    fn analytics_setting(&self, kind: SideKind) -> Option<&'static str> {
+        (self.analytics && kind != SideKind::Postgresql).then_some("on")
+    }
+}
+
+/// Every table of the run: TPC-C's nine and CH-benCHmark's three.
+pub fn table_names() -> Vec<&'static str> {
+    tpcc::schema::TABLES.iter().chain(schema::TABLES.iter()).map(|t| t.name).collect()
+}
+
+/// What enabling the columnar copies took on one target.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CopiesEnabled {
+    /// Wall time of all the ALTER TABLEs, s.
+    pub enable_s: f64,
+    /// (table, error) of the tables whose copy was refused.
+    pub refused: Vec<(String, String)>,
+}
+
+/// `ALTER TABLE t SET ANALYTICS ON` for every table of the run.
+fn enable_copies(target: &dyn Target) -> Result<CopiesEnabled, DbError> {
+    let mut session = target.connect()?;
+    let started = Instant::now();
+    let mut refused = Vec::new();
+    for table in table_names() {
+        if let Err(e) = session.simple_query(&format!("ALTER TABLE {table} SET ANALYTICS ON")) {
+            refused.push((table.to_owned(), e.to_string()));
+        }
+    }
+    Ok(CopiesEnabled { enable_s: started.elapsed().as_secs_f64(), refused })
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +139,11 @@ pub trait ChProgress {
     /// `transactions` and `queries` finished so far in the phase.
     fn phase_running(&mut self, _side: SideKind, _phase: PhaseKind, _elapsed: Duration, _counts: (u64, u64)) {}
     fn phase_done(&mut self, _side: SideKind, _result: &PhaseResult) {}
+    /// Asked before each phase: true ends the run there, its report
+    /// holding the phases done (a demo's Ctrl-C).
+    fn cancelled(&self) -> bool {
+        false
+    }
 }
 
 pub struct NoProgress;
@@ -131,6 +179,9 @@ pub struct SideResult {
     pub durability: String,
     pub settings: Vec<(String, String)>,
     pub load: SideLoad,
+    /// The columnar copies (`analytics`, pgtier targets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copies: Option<CopiesEnabled>,
     /// How the analytic queries are bounded (statement_timeout or not).
     pub timeout_method: String,
     pub phases: Vec<PhaseResult>,
@@ -210,6 +261,10 @@ pub struct ChReport {
     pub measure_s: f64,
     pub query_timeout_s: f64,
     pub seed: u64,
+    /// The pgtier targets' analytic sessions ran with `pgtier.analytics =
+    /// on` over columnar copies of every table.
+    #[serde(default)]
+    pub analytics: bool,
     /// Step 2: each query once on every target after population.
     pub answers: Vec<QueryResult>,
     pub sides: Vec<SideResult>,
@@ -271,7 +326,6 @@ pub fn deviations(options: &ChOptions) -> Vec<String> {
         "statement_timeout bounds every analytic query (timeouts counted, the stream goes on); a refused \
          query is reported with its SQLSTATE, not rewritten; with a query timeout as long as the window, \
          one query that times out fills a phase's window alone",
-        "pgtier answers the analytic queries on its row store (the columnar path is not routed yet)",
         "analytic CPU share: not configurable yet (no resource control); both streams share 2 cores",
         "supplier comments, addresses, phones and balances are drawn from the run's seed; nation names and \
          regions are the reference data's, their comments drawn",
@@ -279,6 +333,16 @@ pub fn deviations(options: &ChOptions) -> Vec<String> {
     .iter()
     .map(|s| (*s).to_owned())
     .collect();
+    out.push(if options.analytics {
+        "pgtier's analytic sessions run with pgtier.analytics = on over columnar copies of every table \
+         (a query that does not translate runs on the row path; step 2 gives each query's path); OLTP \
+         sessions keep the default"
+            .to_owned()
+    } else {
+        "pgtier answers the analytic queries on its row store (pgtier.analytics at its default, no \
+         columnar copy; --analytics enables them)"
+            .to_owned()
+    });
     out.push(format!(
         "scale: {} warehouse(s), {} OLTP clients and {} analytic stream(s) (study 004: more warehouses and \
          virtual users){}",
@@ -379,7 +443,8 @@ fn check_answers(
                     (status, Some(ms), Some(n))
                 }
             };
-            sides.push(crate::tpch::SideResult { side: kind, warmup_ms: ms, timing: None, rows, status });
+            let path = options.analytics_setting(kind).map(|_| crate::tpch::explain_path(session, &query.sql));
+            sides.push(crate::tpch::SideResult { side: kind, warmup_ms: ms, timing: None, rows, status, path });
         }
         let result = QueryResult { query: query.number, title: query.title.to_owned(), sides };
         progress.answer_checked(&result);
@@ -433,10 +498,11 @@ fn spawn_streams<'s, 'e: 's>(
     window: &'e Window,
 ) -> Vec<std::thread::ScopedJoinHandle<'s, Vec<stream::QueryRun>>> {
     let (n, timeout) = (options.analytic_streams, options.query_timeout);
+    let analytics = options.analytics_setting(side.kind);
     (0..n)
         .map(|k| {
             let first = stream::first_query(k, n, queries.len());
-            scope.spawn(move || stream::run_stream(side, queries, first, timeout, window))
+            scope.spawn(move || stream::run_stream(side, queries, first, (timeout, analytics), window))
         })
         .collect()
 }
@@ -484,7 +550,7 @@ fn oltp_phase(
 fn run_phases(
     options: &ChOptions,
     side: &Side<'_>,
-    load: SideLoad,
+    (load, copies): (SideLoad, Option<CopiesEnabled>),
     timeout_method: String,
     queries: &[Query],
     progress: &mut dyn ChProgress,
@@ -493,6 +559,9 @@ fn run_phases(
     let durability = target.durability().map_err(db(side.kind))?;
     let mut phases = Vec::new();
     for kind in [PhaseKind::OltpAlone, PhaseKind::OlapAlone, PhaseKind::Together] {
+        if progress.cancelled() {
+            break;
+        }
         let result = match kind {
             PhaseKind::OlapAlone => olap_alone(options, side, queries, progress),
             _ => oltp_phase(options, side, queries, kind, progress),
@@ -507,6 +576,7 @@ fn run_phases(
         durability,
         settings: tpcc::settings(target),
         load,
+        copies,
         timeout_method,
         phases,
         checks,
@@ -529,12 +599,16 @@ pub fn run(options: &ChOptions, sides: &[Side<'_>], progress: &mut dyn ChProgres
     for side in sides {
         let load = populate(options, side, &now, progress).map_err(db(side.kind))?;
         progress.loaded(side.kind, &load);
-        loads.push(load);
+        let copies = match options.analytics_setting(side.kind) {
+            Some(_) => Some(enable_copies(side.target).map_err(db(side.kind))?),
+            None => None,
+        };
+        loads.push((load, copies));
     }
     let queries = queries::all();
     let mut sessions = Vec::new();
     for side in sides {
-        let mut s = QuerySession::new(side, options.query_timeout);
+        let mut s = QuerySession::new(side, options.query_timeout).with_analytics(options.analytics_setting(side.kind));
         s.open().map_err(db(side.kind))?;
         sessions.push(s);
     }
@@ -543,6 +617,9 @@ pub fn run(options: &ChOptions, sides: &[Side<'_>], progress: &mut dyn ChProgres
     drop(sessions);
     let mut results = Vec::new();
     for ((side, load), method) in sides.iter().zip(loads).zip(methods) {
+        if progress.cancelled() {
+            break;
+        }
         results.push(run_phases(options, side, load, method, &queries, progress)?);
     }
     Ok(ChReport {
@@ -555,6 +632,7 @@ pub fn run(options: &ChOptions, sides: &[Side<'_>], progress: &mut dyn ChProgres
         measure_s: options.measure.as_secs_f64(),
         query_timeout_s: options.query_timeout.as_secs_f64(),
         seed: options.seed,
+        analytics: options.analytics,
         answers,
         sides: results,
         deviations: deviations(options),

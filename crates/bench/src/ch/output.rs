@@ -26,7 +26,7 @@ fn scale_line(report: &ChReport) -> String {
     let s = &report.scale;
     format!(
         "CH-benCHmark: {} warehouse(s){}, {} OLTP clients, {} analytic stream(s), ramp-up {} s, measure {} s per \
-         phase, query timeout {} s, seed {}",
+         phase, query timeout {} s, seed {}; pgtier's analytic sessions: {}",
         s.warehouses,
         if s.is_spec() { String::new() } else { format!(" (test scale: {} items)", s.items) },
         report.clients,
@@ -34,7 +34,12 @@ fn scale_line(report: &ChReport) -> String {
         report.rampup_s,
         report.measure_s,
         report.query_timeout_s,
-        report.seed
+        report.seed,
+        if report.analytics {
+            "pgtier.analytics = on over columnar copies of every table"
+        } else {
+            "the row path (no columnar copy)"
+        }
     )
 }
 
@@ -198,7 +203,8 @@ fn answers_section(md_out: &mut String, report: &ChReport) {
         for s in &q.sides {
             let rows = s.rows.map_or(String::new(), |n| format!(", {n} rows"));
             let time = s.warmup_ms.map_or(String::new(), |m| format!(", {} ms", ms(m)));
-            let _ = writeln!(md_out, "- Q{} on {}: {}{rows}{time}", q.query, s.side.label(), s.status.describe());
+            let path = s.path.as_deref().map_or(String::new(), |p| format!("; path: {}", md(p)));
+            let _ = writeln!(md_out, "- Q{} on {}: {}{rows}{time}{path}", q.query, s.side.label(), s.status.describe());
         }
     }
     let _ = writeln!(md_out);
@@ -224,6 +230,15 @@ fn sides_section(md_out: &mut String, report: &ChReport) {
             md(&s.load.analyze)
         );
         let _ = writeln!(md_out, "  - analytic queries bounded by {}", md(&s.timeout_method));
+        if let Some(c) = &s.copies {
+            let refused: Vec<String> = c.refused.iter().map(|(t, e)| format!("{t}: {e}")).collect();
+            let _ = writeln!(
+                md_out,
+                "  - columnar copies of every table enabled in {:.1} s{}",
+                c.enable_s,
+                if refused.is_empty() { String::new() } else { format!("; refused: {}", md(&refused.join("; "))) }
+            );
+        }
         if !s.settings.is_empty() {
             let set: Vec<String> = s.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
             let _ = writeln!(md_out, "  - settings: {}", set.join(", "));

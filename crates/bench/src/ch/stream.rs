@@ -57,15 +57,16 @@ pub struct QueryRun {
 
 /// Runs the queries in order from `first` (an index into `queries`) until
 /// the window closes; the query running then is finished, not cancelled
-/// (its statement_timeout bounds it).
+/// (its statement_timeout bounds it). The session sets `analytics` as
+/// `pgtier.analytics` when given.
 pub fn run_stream(
     side: &Side<'_>,
     queries: &[Query],
     first: usize,
-    timeout: Duration,
+    (timeout, analytics): (Duration, Option<&'static str>),
     window: &Window,
 ) -> Vec<QueryRun> {
-    let mut session = QuerySession::new(side, timeout);
+    let mut session = QuerySession::new(side, timeout).with_analytics(analytics);
     let mut runs = Vec::new();
     let mut i = first;
     while !window.is_closed() && !queries.is_empty() {

@@ -74,7 +74,9 @@ pub fn differences(report: &TpccReport) -> Vec<String> {
         let reach = match s.side {
             SideKind::Postgresql => "over TCP loopback (or its socket), the kit's native protocol client",
             SideKind::PgtierServer => "over TCP loopback, the kit's native protocol client",
-            SideKind::Embedded => "in-process: the client threads run the SQL and the engine themselves",
+            SideKind::Embedded | SideKind::Columnar => {
+                "in-process: the client threads run the SQL and the engine themselves"
+            }
         };
         let memory = match s.side {
             SideKind::Postgresql => format!(

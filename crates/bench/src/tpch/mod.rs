@@ -95,6 +95,9 @@ pub enum SideKind {
     Postgresql,
     PgtierServer,
     Embedded,
+    /// The embedded target again, its sessions `SET pgtier.analytics = on`
+    /// over the columnar copies of its tables (`TpchOptions::analytics`).
+    Columnar,
 }
 
 impl SideKind {
@@ -103,6 +106,19 @@ impl SideKind {
             SideKind::Postgresql => "PostgreSQL",
             SideKind::PgtierServer => "pgtier server",
             SideKind::Embedded => "embedded",
+            SideKind::Columnar => "pgtier columnar",
+        }
+    }
+
+    /// The `pgtier.analytics` a query session of this side sets when the
+    /// run has columnar copies (`analytics`): `on` for the columnar side,
+    /// `off` for the embedded side (its tables have copies too, and it is
+    /// the row path); none elsewhere (the default).
+    pub fn analytics_setting(self, analytics: bool) -> Option<&'static str> {
+        match self {
+            SideKind::Columnar => Some("on"),
+            SideKind::Embedded if analytics => Some("off"),
+            _ => None,
         }
     }
 }
@@ -129,7 +145,10 @@ pub struct TpchOptions {
     /// same scale) instead of dropping and loading them.
     pub skip_load: bool,
     /// After the load, enable the columnar copy of the 8 tables on the
-    /// embedded target and report its compression ([`compression`]).
+    /// embedded target and report its compression ([`compression`]). With
+    /// a [`SideKind::Columnar`] side the copies stay on for its queries
+    /// (the embedded side's sessions then run with `pgtier.analytics =
+    /// off`); without one they are disabled again after the measurement.
     pub analytics: bool,
 }
 
@@ -149,6 +168,11 @@ pub trait TpchProgress {
     /// `run` 0 is the warm-up.
     fn query_run(&mut self, _query: u8, _side: SideKind, _run: u32, _runs: u32) {}
     fn query_done(&mut self, _result: &QueryResult) {}
+    /// Asked before each query: true ends the run there, its report
+    /// holding the queries done (a demo's Ctrl-C).
+    fn cancelled(&self) -> bool {
+        false
+    }
 }
 
 /// A [`TpchProgress`] that shows nothing.
@@ -244,6 +268,41 @@ pub struct SideResult {
     /// Rows of the answer (the warm-up's).
     pub rows: Option<usize>,
     pub status: Status,
+    /// The columnar side: the path EXPLAIN's first line names for the
+    /// query (`columnar copy of lineitem (DataFusion)`, `row path
+    /// (reason)`), its `Analytics: ` prefix dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
+impl SideResult {
+    /// EXPLAIN named the columnar path for the query.
+    pub fn columnar(&self) -> bool {
+        self.path.as_deref().is_some_and(is_columnar_path)
+    }
+}
+
+/// `path` (an EXPLAIN line without its `Analytics: ` prefix) is the
+/// columnar one.
+pub fn is_columnar_path(path: &str) -> bool {
+    path.starts_with("columnar")
+}
+
+/// What EXPLAIN says of a statement's path: the text after `Analytics: `
+/// of its first line, or that the database has no columnar copy (EXPLAIN
+/// prints no such line then).
+pub fn explained_path(explain: &[TextRow]) -> String {
+    let first = explain.first().and_then(|r| r.first()).and_then(|c| c.as_deref()).unwrap_or("");
+    match first.strip_prefix("Analytics: ") {
+        Some(path) => path.to_owned(),
+        None => "row path (no columnar copy: EXPLAIN names no analytic path)".to_owned(),
+    }
+}
+
+/// A pgtier build without the analytic executor says so in EXPLAIN's
+/// reason (crates/olap's OlapError::NoExecutor).
+pub fn lacks_executor(path: &str) -> bool {
+    path.contains("no analytic executor")
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -297,6 +356,13 @@ pub struct Total {
 }
 
 impl TpchReport {
+    /// Queries the columnar side's EXPLAIN sent to the columnar path, and
+    /// how many it ran.
+    pub fn columnar_paths(&self) -> (usize, usize) {
+        let sides: Vec<&SideResult> = self.queries.iter().filter_map(|q| q.side(SideKind::Columnar)).collect();
+        (sides.iter().filter(|s| s.columnar()).count(), sides.len())
+    }
+
     pub fn total(&self, kind: SideKind) -> Total {
         let timed: Vec<f64> =
             self.queries.iter().filter_map(|q| q.side(kind)?.timing.as_ref().map(|t| t.median_ms)).collect();
@@ -360,6 +426,13 @@ fn check(options: &TpchOptions, sides: &[Side<'_>]) -> Result<(), TpchError> {
     if sides.iter().filter(|s| s.kind == SideKind::Postgresql).count() > 1 {
         return bad("one PostgreSQL target only".to_owned());
     }
+    if sides.iter().any(|s| s.kind == SideKind::Columnar)
+        && !(options.analytics && sides.iter().any(|s| s.kind == SideKind::Embedded))
+    {
+        return bad(
+            "the columnar side reads the embedded target's copies: it needs analytics and an embedded side".to_owned()
+        );
+    }
     Ok(())
 }
 
@@ -381,13 +454,22 @@ pub struct QuerySession<'a> {
     /// The target refused `SET statement_timeout` (its error, as text):
     /// only the client-side cut-off bounds its queries.
     no_statement_timeout: Option<String>,
+    /// `pgtier.analytics` set on every connection, when one is.
+    analytics: Option<&'static str>,
 }
 
 impl<'a> QuerySession<'a> {
     /// A session on `side` whose queries are bounded by `timeout`; it
     /// connects at its first query (or [`QuerySession::open`]).
     pub fn new(side: &'a Side<'a>, timeout: Duration) -> QuerySession<'a> {
-        QuerySession { side, session: None, timeout, no_statement_timeout: None }
+        QuerySession { side, session: None, timeout, no_statement_timeout: None, analytics: None }
+    }
+
+    /// Every connection of this session sets `pgtier.analytics = mode`
+    /// (`off`, `auto`, `on`); a target that refuses it fails the connect.
+    pub fn with_analytics(mut self, mode: Option<&'static str>) -> QuerySession<'a> {
+        self.analytics = mode;
+        self
     }
 
     pub fn side(&self) -> &'a Side<'a> {
@@ -410,6 +492,9 @@ impl<'a> QuerySession<'a> {
             Ok(_) => self.no_statement_timeout = None,
             Err(e) if e.sqlstate.as_deref().is_none_or(|c| c.starts_with("08")) => return Err(e),
             Err(e) => self.no_statement_timeout = Some(e.to_string()),
+        }
+        if let Some(mode) = self.analytics {
+            s.simple_query(&format!("SET pgtier.analytics = {mode}"))?;
         }
         Ok(s)
     }
@@ -502,7 +587,16 @@ fn measure(
     (Ok(answer), Some(warmup_ms), timing)
 }
 
-/// Populates every side (unless `skip_load`), then runs the queries on each
+/// The path EXPLAIN names for `sql` on `session` (or why it could not say).
+pub fn explain_path(session: &mut QuerySession<'_>, sql: &str) -> String {
+    match session.run(&format!("EXPLAIN {sql}")) {
+        Ok((rows, _)) => explained_path(&rows),
+        Err(e) => format!("unknown (EXPLAIN failed: {e})"),
+    }
+}
+
+/// Populates every side (unless `skip_load`; the columnar side never: its
+/// tables are the embedded side's), then runs the queries on each
 /// and compares every answer with PostgreSQL's. Only population errors and
 /// bad options end the run; a query's failure is its result.
 pub fn run(
@@ -518,7 +612,8 @@ pub fn run(
     let started_at = crate::report::now_rfc3339();
     let mut infos = Vec::new();
     for side in sides {
-        let load = if options.skip_load {
+        // The columnar side's tables are the embedded side's.
+        let load = if options.skip_load || side.kind == SideKind::Columnar {
             None
         } else {
             let report = schema::populate(side.target, options.scale, options.load_streams, &mut |rows, expected| {
@@ -530,13 +625,15 @@ pub fn run(
         };
         infos.push(SideInfo { side: side.kind, target: side.target.describe(), load, timeout_method: String::new() });
     }
+    let keep_copies = sides.iter().any(|s| s.kind == SideKind::Columnar);
     let compression = match sides.iter().find(|s| s.kind == SideKind::Embedded) {
-        Some(side) if options.analytics => Some(compression::measure(side.target).map_err(db(side.kind))?),
+        Some(side) if options.analytics => Some(compression::measure(side.target, keep_copies).map_err(db(side.kind))?),
         _ => None,
     };
     let mut sessions = Vec::new();
     for (side, info) in sides.iter().zip(&mut infos) {
-        let mut s = QuerySession::new(side, options.timeout);
+        let mut s =
+            QuerySession::new(side, options.timeout).with_analytics(side.kind.analytics_setting(options.analytics));
         s.open().map_err(db(side.kind))?;
         info.timeout_method = s.timeout_method();
         sessions.push(s);
@@ -544,12 +641,16 @@ pub fn run(
     let all = queries::all(options.scale);
     let mut results = Vec::new();
     for number in &options.queries {
+        if progress.cancelled() {
+            break;
+        }
         let Some(query) = all.iter().find(|q| q.number == *number) else { continue };
         let mut reference: Option<Vec<TextRow>> = None;
         let mut side_results = Vec::new();
         for session in &mut sessions {
             let kind = session.side.kind;
             let (answer, warmup_ms, timing) = measure(session, query, options, progress);
+            let path = (kind == SideKind::Columnar).then(|| explain_path(session, &query.sql));
             let rows = answer.as_ref().ok().map(Vec::len);
             let status = match answer {
                 Err(status) => status,
@@ -565,7 +666,7 @@ pub fn run(
                     },
                 },
             };
-            side_results.push(SideResult { side: kind, warmup_ms, timing, rows, status });
+            side_results.push(SideResult { side: kind, warmup_ms, timing, rows, status, path });
         }
         let result = QueryResult { query: query.number, title: query.title.to_owned(), sides: side_results };
         progress.query_done(&result);

@@ -133,6 +133,7 @@ pub fn summary(report: &TpchReport) -> String {
             let _ = writeln!(out, "{}", "-".repeat(widths.iter().sum::<usize>() + 2 * (width - 1)));
         }
     }
+    out.push_str(&columnar_lines(report));
     if let Some(c) = &report.compression {
         let lineitem = c.tables.iter().find(|t| t.table == "lineitem").map_or(0.0, |t| t.ratio);
         let _ = writeln!(
@@ -149,7 +150,35 @@ fn short_label(k: SideKind) -> &'static str {
         SideKind::Postgresql => "pg",
         SideKind::PgtierServer => "server",
         SideKind::Embedded => "embedded",
+        SideKind::Columnar => "columnar",
     }
+}
+
+/// The summary's lines on the columnar side: PostgreSQL's total over its
+/// total, and on how many queries EXPLAIN named the columnar path.
+fn columnar_lines(report: &TpchReport) -> String {
+    let mut out = String::new();
+    let (columnar, of) = report.columnar_paths();
+    if of == 0 {
+        return out;
+    }
+    let (pg, col) = (report.total(SideKind::Postgresql), report.total(SideKind::Columnar));
+    let speedup = if col.answered == col.of && pg.answered == pg.of && col.median_ms > 0.0 {
+        format!("{:.2}x", pg.median_ms / col.median_ms)
+    } else {
+        "- (a side did not answer every query)".to_owned()
+    };
+    let _ = writeln!(out, "PostgreSQL / pgtier columnar (total of the medians): {speedup}");
+    let _ = writeln!(out, "pgtier columnar: EXPLAIN names the columnar path on {columnar} of {of} queries");
+    let lacking =
+        report.queries.iter().filter_map(|q| q.side(SideKind::Columnar)?.path.as_deref()).any(super::lacks_executor);
+    if lacking {
+        let _ = writeln!(
+            out,
+            "THIS BUILD OF PGTIER HAS NO ANALYTIC EXECUTOR (cargo feature 'analytics'): the columnar side ran the row path"
+        );
+    }
+    out
 }
 
 fn total_cell(report: &TpchReport, kind: SideKind) -> String {
@@ -193,6 +222,9 @@ pub fn markdown(report: &TpchReport) -> String {
                 l.analyze.clone(),
                 l.rows.iter().map(|(t, n)| format!("{t} {n}")).collect::<Vec<_>>().join(", "),
             ),
+            None if s.side == SideKind::Columnar => {
+                ("the embedded target's tables".to_owned(), "-".to_owned(), "their columnar copies".to_owned())
+            }
             None => ("not loaded (--skip-load)".to_owned(), "-".to_owned(), "-".to_owned()),
         };
         let _ = writeln!(
@@ -217,6 +249,11 @@ pub fn markdown(report: &TpchReport) -> String {
         let _ = write!(header, " {} |", k.label());
         rule.push_str("---|");
     }
+    let paths = report.columnar_paths().1 > 0;
+    if paths {
+        header.push_str(" columnar side's path (EXPLAIN) |");
+        rule.push_str("---|");
+    }
     let _ = writeln!(out, "{header} rows |\n{rule}---|");
     for q in &report.queries {
         let _ = write!(out, "| Q{} {} |", q.query, q.title);
@@ -229,6 +266,10 @@ pub fn markdown(report: &TpchReport) -> String {
                 None => "-".to_owned(),
             };
             let _ = write!(out, " {} |", md(&cell));
+        }
+        if paths {
+            let path = q.side(SideKind::Columnar).and_then(|s| s.path.as_deref()).unwrap_or("-");
+            let _ = write!(out, " {} |", md(path));
         }
         let rows = q.side(SideKind::Postgresql).and_then(|s| s.rows).map_or("-".to_owned(), |n| n.to_string());
         let _ = writeln!(out, " {rows} |");
