@@ -38,10 +38,23 @@ impl Exec<'_> {
             && plan.order_by.is_empty()
             && plan.limit.is_none()
             && plan.offset.is_none()
-            && !plan.for_update
-            && !self.columnar_candidate(plan, &[]);
+            && !plan.for_update;
         if streams {
             let env = self.env(params, &[]);
+            // The columnar path's rows when it takes the plan; else the
+            // join streams them (nothing held).
+            if self.columnar_candidate(plan, &[])
+                && let Some(rows) = self.columnar_rows(plan, &env)?
+            {
+                for r in &rows {
+                    for e in &plan.projection[..plan.visible] {
+                        let v = e.eval(&env, self, r)?;
+                        out.values.push(v);
+                    }
+                    out.rows += 1;
+                }
+                return Ok(());
+            }
             if let [level] = plan.levels.as_slice()
                 && matches!(level.access, Access::IndexScan { .. } | Access::FullScan)
                 && level.filters.is_empty()
