@@ -36,7 +36,7 @@ use super::Exec;
 use crate::catalog::analytics::Analytics;
 use crate::error::{Result, SqlError};
 use crate::expr::{Env, Subquery, SubqueryRunner};
-use crate::plan::SelectPlan;
+use crate::plan::{Access, SelectPlan};
 use crate::settings::AnalyticsMode;
 use aggregate::mismatch;
 use translate::{Context, Shape, Translation, translate};
@@ -110,6 +110,11 @@ impl Exec<'_> {
     pub(super) fn columnar_rows(&mut self, plan: &SelectPlan, env: &Env<'_>) -> Result<Option<Vec<Vec<Value>>>> {
         let Some(analytics) = self.analytics else { return Ok(None) };
         let mode = self.settings.analytics();
+        let may_scan = |l: &crate::plan::Level| matches!(l.access, Access::FullScan | Access::Virtual(_));
+        if mode == AnalyticsMode::Auto && !plan.levels.iter().any(may_scan) {
+            // Key lookups and index ranges only (OLTP): not worth translating.
+            return Ok(None);
+        }
         let translation = {
             let mut cx = Running { exec: self, env, analytics };
             match translate(plan, &mut cx) {
