@@ -117,6 +117,38 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ReportError + '_ {
     move |source| ReportError::Io { path: path.display().to_string(), source }
 }
 
+/// A demo's report directory (`pgtier demo flash`, `pgtier demo htap`):
+/// the charts drawn (a chart that fails is named in the report instead),
+/// `report_file` from `markdown` (given the chart files' names and the
+/// failures), and `report` as JSON in `json_file`. Returns the report's
+/// path and its text.
+pub fn write_demo_report<R: Serialize>(
+    dir: &Path,
+    charts: Vec<(&str, Result<Vec<std::path::PathBuf>, crate::chart::ChartError>)>,
+    markdown: impl FnOnce(&[String], &[String]) -> String,
+    report_file: &str,
+    json_file: &str,
+    report: &R,
+) -> Result<(std::path::PathBuf, String), ReportError> {
+    std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+    let mut missing = Vec::new();
+    let mut files = Vec::new();
+    for (what, drawn) in charts {
+        match drawn {
+            Ok(drawn) => files.extend(drawn),
+            Err(e) => missing.push(format!("{what}: {e}")),
+        }
+    }
+    let names: Vec<String> =
+        files.iter().filter_map(|f| f.file_name()).map(|n| n.to_string_lossy().into_owned()).collect();
+    let text = markdown(&names, &missing);
+    let path = dir.join(report_file);
+    std::fs::write(&path, &text).map_err(io_err(&path))?;
+    let json = dir.join(json_file);
+    std::fs::write(&json, serde_json::to_string_pretty(report)?).map_err(io_err(&json))?;
+    Ok((path, text))
+}
+
 /// Per-transaction stats from merged tallies.
 pub fn txn_stats(names: &[&str], spec_success: &[f64], tallies: &[TxnTally]) -> Vec<TxnStats> {
     names

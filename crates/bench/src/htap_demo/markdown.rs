@@ -28,27 +28,16 @@ pub const SECTIONS: [&str; 7] = [
 /// Writes `report.md`, `htap.json` and the charts into `dir`; returns the
 /// report's path and its text.
 pub fn write_report(report: &HtapReport, dir: &Path) -> Result<(PathBuf, String), ReportError> {
-    let io = |path: &Path| {
-        let path = path.display().to_string();
-        move |source| ReportError::Io { path, source }
-    };
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let mut missing = Vec::new();
-    let mut files = Vec::new();
-    for (what, drawn) in [("TPC-H times", tpch_chart(report, dir)), ("CH-benCHmark", ch_chart(report, dir))] {
-        match drawn {
-            Ok(drawn) => files.extend(drawn),
-            Err(e) => missing.push(format!("{what}: {e}")),
-        }
-    }
-    let names: Vec<String> =
-        files.iter().filter_map(|f| f.file_name()).map(|n| n.to_string_lossy().into_owned()).collect();
-    let text = markdown(report, &names, &missing);
-    let path = dir.join(REPORT_FILE);
-    std::fs::write(&path, &text).map_err(io(&path))?;
-    let json = dir.join("htap.json");
-    std::fs::write(&json, serde_json::to_string_pretty(report)?).map_err(io(&json))?;
-    Ok((path, text))
+    // The charts are drawn first: the report names the ones that failed.
+    let charts = vec![("TPC-H times", tpch_chart(report, dir)), ("CH-benCHmark", ch_chart(report, dir))];
+    crate::report::write_demo_report(
+        dir,
+        charts,
+        |files, missing| markdown(report, files, missing),
+        REPORT_FILE,
+        "htap.json",
+        report,
+    )
 }
 
 fn image(out: &mut String, files: &[String], stem: &str, alt: &str) {
