@@ -101,9 +101,14 @@ impl Transaction {
         if depth >= self.savepoints.len() {
             return Err(no_savepoint(depth));
         }
+        self.forget_savepoints_from(depth);
+        Ok(())
+    }
+
+    /// Forgets the savepoints from `depth` on, whatever the status.
+    pub(super) fn forget_savepoints_from(&mut self, depth: usize) {
         self.savepoints.truncate(depth);
         self.sp_current = self.savepoints.last().map_or(0, |m| m.id);
-        Ok(())
     }
 
     /// ROLLBACK TO: undoes every change made after the savepoint at `depth`

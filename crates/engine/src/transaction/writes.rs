@@ -124,6 +124,38 @@ impl Transaction {
         self.check(r)
     }
 
+    /// INSERT ... ON CONFLICT's insert (PostgreSQL's speculative
+    /// insertion): inserts the row or, when a unique index already holds
+    /// its key, undoes whatever the attempt wrote and returns that 23505
+    /// (always [`EngineError::UniqueViolation`]) without failing the
+    /// transaction. The caller looked for a conflict in its snapshot first;
+    /// this closes the race with a writer that inserted the key after that
+    /// snapshot: the insert waits for that writer to end as any insert
+    /// does, and its commit turns into a conflict here, not an error. The
+    /// attempt runs under an internal savepoint, popped before returning.
+    pub fn insert_speculative(&mut self, table: TableId, values: &[Value]) -> Result<Option<EngineError>> {
+        self.prologue()?;
+        let depth = self.savepoint()?;
+        match self.insert_inner(table, values) {
+            Ok(()) => {
+                self.release_savepoint(depth)?;
+                Ok(None)
+            }
+            Err(e @ EngineError::UniqueViolation { .. }) => {
+                self.rollback_to_savepoint(depth)?;
+                self.release_savepoint(depth)?;
+                Ok(Some(e))
+            }
+            Err(e) => {
+                // The statement's error: the transaction fails as after a
+                // plain insert (its changes go with it, or wait for the
+                // user's ROLLBACK TO, which the popped mark lies inside).
+                self.forget_savepoints_from(depth);
+                self.check(Err(e))
+            }
+        }
+    }
+
     fn insert_inner(&mut self, table: TableId, values: &[Value]) -> Result<()> {
         let h = self.hold(table)?;
         let store = Arc::clone(&self.held[h].store);

@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use pgtier_engine::{DataType, IndexId, TableSchema, Value};
+use pgtier_engine::{DataType, EngineError, IndexId, TableSchema, Value};
 
 use super::scan::exact_key;
 use super::{Exec, ResultBuf, assign_ref, set_len};
@@ -13,14 +13,24 @@ use crate::catalog::partitions::{PARTITION_CHECK, PARTITION_MOVE};
 use crate::error::{Result, SqlError};
 use crate::expr::{Env, Expr, NoSubqueries};
 use crate::plan::{
-    Access, BoundCheck, ColumnMask, ConflictAction, DeletePlan, InsertPlan, InsertSource, Level, PartitionRoute,
-    RouteTarget, TableTriggers, UpdatePlan,
+    Access, BoundCheck, ColumnMask, ConflictAction, DeletePlan, InsertPlan, InsertSource, Level, OnConflict,
+    PartitionRoute, RouteTarget, TableTriggers, UpdatePlan,
 };
 use crate::value;
 
 /// A routed row's partition, its checks, where its columns are in the
 /// routed row, and its row triggers.
 type RoutedTo<'p> = (&'p Arc<TableSchema>, &'p [BoundCheck], Option<&'p [usize]>, Option<&'p TableTriggers>);
+
+/// What INSERT ... ON CONFLICT did with one row.
+enum Speculated {
+    Inserted,
+    /// DO NOTHING met a conflict.
+    Skipped,
+    /// DO UPDATE met this row (its latest version when a concurrent
+    /// insert raced the statement's snapshot, locked).
+    Conflict(Vec<Value>),
+}
 
 impl Exec<'_> {
     /// Rows of a DML target matching its WHERE (full rows).
@@ -166,12 +176,14 @@ impl Exec<'_> {
             if let Some(cache) = self.cache {
                 cache.partition_check_row(table.id, &full)?;
             }
-            if let Some(oc) = &plan.on_conflict
-                && let Some(existing) = self.conflicting_row(table, &oc.arbiters, &full)?
-            {
-                match &oc.action {
-                    ConflictAction::Nothing => continue,
-                    ConflictAction::Update { assignments, filter } => {
+            if let Some(oc) = &plan.on_conflict {
+                match self.insert_on_conflict(table, oc, &full)? {
+                    Speculated::Inserted => {}
+                    Speculated::Skipped => continue,
+                    Speculated::Conflict(existing) => {
+                        let ConflictAction::Update { assignments, filter } = &oc.action else {
+                            continue; // Speculated::Skipped's job; kept total
+                        };
                         let keys = self.arbiter_keys(table, &oc.arbiters, &existing);
                         if let Some(t) = &touched
                             && keys.iter().any(|k| t.contains(k))
@@ -197,8 +209,9 @@ impl Exec<'_> {
                         continue;
                     }
                 }
+            } else {
+                self.txn.insert(table.id, &full)?;
             }
-            self.txn.insert(table.id, &full)?;
             if let (Some(t), Some(oc)) = (&mut touched, &plan.on_conflict) {
                 t.extend(self.arbiter_keys(table, &oc.arbiters, &full));
             }
@@ -331,6 +344,60 @@ impl Exec<'_> {
             }
         }
         Ok(None)
+    }
+
+    /// INSERT ... ON CONFLICT for one row, as PostgreSQL's speculative
+    /// insertion: a conflict the statement's snapshot shows is handled at
+    /// once; otherwise the row goes in unless a writer that inserted its key
+    /// after the snapshot commits meanwhile (the insert waits for it). Then,
+    /// as in READ COMMITTED, DO NOTHING skips the row and DO UPDATE locks
+    /// and updates that writer's version. Without this, two sessions
+    /// inserting one key with DO NOTHING could both miss the other and one
+    /// fail with 23505, which PostgreSQL never raises there.
+    fn insert_on_conflict(&mut self, table: &TableSchema, oc: &OnConflict, full: &[Value]) -> Result<Speculated> {
+        // Each lost race means another transaction inserted and then
+        // deleted the key: bounded so that a storm of those cannot spin.
+        const RACES_MAX: usize = 64;
+        let update = matches!(oc.action, ConflictAction::Update { .. });
+        for _ in 0..RACES_MAX {
+            if let Some(existing) = self.conflicting_row(table, &oc.arbiters, full)? {
+                return Ok(if update { Speculated::Conflict(existing) } else { Speculated::Skipped });
+            }
+            let Some(e) = self.txn.insert_speculative(table.id, full)? else { return Ok(Speculated::Inserted) };
+            let catalog = self.txn.catalog();
+            let arbiter = match &e {
+                EngineError::UniqueViolation { constraint, .. } => oc
+                    .arbiters
+                    .iter()
+                    .filter_map(|&id| catalog.index(id))
+                    .find(|i| i.name == *constraint)
+                    .map(|i| i.primary),
+                _ => None,
+            };
+            match arbiter {
+                None => return Err(e.into()), // not an arbiter's conflict: 23505
+                Some(_) if !update => return Ok(Speculated::Skipped),
+                Some(true) => {
+                    let key: Vec<Value> = table.primary_key.iter().map(|&c| full[c].clone()).collect();
+                    if self.txn.get_for_update(table.id, &key, self.rowbuf)? {
+                        return Ok(Speculated::Conflict(self.rowbuf.values()));
+                    }
+                    // Deleted again since it committed: insert again.
+                }
+                // The row holding a UNIQUE key is found only in the snapshot.
+                Some(false) => {
+                    return Err(SqlError::new("40001", "could not serialize access due to concurrent update")
+                        .with_detail(format!(
+                            "Another transaction inserted a conflicting key of {} after this statement began.",
+                            table.name
+                        )));
+                }
+            }
+        }
+        Err(SqlError::new(
+            "55P03",
+            "could not insert the row: its key kept being inserted and deleted by other transactions",
+        ))
     }
 
     /// `row`'s key on each arbiter index (as text, with the index's
