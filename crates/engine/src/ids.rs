@@ -19,6 +19,10 @@ use std::fmt;
 pub struct TxnId(u64);
 
 impl TxnId {
+    /// No transaction (ids are never 0): reading as it sees only what
+    /// committed, no uncommitted version being its own.
+    pub(crate) const NOBODY: TxnId = TxnId(0);
+
     #[inline]
     pub(crate) const fn new(raw: u64) -> TxnId {
         TxnId(raw)

@@ -156,3 +156,36 @@ fn a_row_that_left_the_where_while_waiting_is_skipped() {
         "nothing deleted or bumped; 12 - 5 from the latest version; MERGE's insert"
     );
 }
+
+/// A statement does not see what it writes itself: a function called per
+/// row that inserts into the table being scanned adds rows the scan never
+/// meets, as in PostgreSQL (a later command's rows). The table is large
+/// enough to be walked in pieces (exec/scan.rs), each read after the
+/// previous piece's rows were acted on, so later pieces already hold the
+/// function's rows in the engine.
+#[test]
+fn a_scan_does_not_meet_rows_its_own_statement_inserts() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), EngineConfig::default()).unwrap();
+    let mut conn = Connection::new(db);
+    conn.execute_sql("CREATE TABLE t (id int PRIMARY KEY)").unwrap();
+    conn.execute_sql("INSERT INTO t SELECT i FROM generate_series(1, 100000) AS s(i)").unwrap();
+    conn.execute_sql(
+        "CREATE FUNCTION copy_row(i int) RETURNS int AS $$ BEGIN \
+         IF i <= 100000 THEN INSERT INTO t VALUES (i + 100000); END IF; RETURN i; END $$ LANGUAGE plpgsql",
+    )
+    .unwrap();
+    for block in [false, true] {
+        if block {
+            conn.execute_sql("DELETE FROM t WHERE id > 100000").unwrap();
+            conn.execute_sql("BEGIN").unwrap();
+        }
+        let r = conn.execute_sql("SELECT count(*) FROM t WHERE copy_row(id) > 0").unwrap();
+        let rows = r.rows.unwrap();
+        assert_eq!(rows.get(0).unwrap().get(0), Some(&Value::Int8(100_000)), "in a block: {block}");
+        assert_eq!(count(&mut conn), 200_000, "in a block: {block}");
+        if block {
+            conn.execute_sql("COMMIT").unwrap();
+        }
+    }
+}

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 
 use super::{Transaction, encode_pk, undefined};
 use crate::error::{EngineError, Result};
+use crate::ids::TxnId;
 use crate::key::hash_key;
 use crate::ordered::{ENTRY_BYTES_MAX, batch_entries, prefix_successor_in_place};
 use crate::primary::TABLE_SHARDS;
@@ -24,6 +25,11 @@ const SCAN_BATCH_ENTRIES: usize = 128;
 /// the bound caps what one scan holds (about 10 MB of rows of 100 bytes).
 /// Larger ones come in shard order, as tables with a key do.
 pub const ROWID_ORDER_ROWS_MAX: i64 = 100_000;
+
+/// Rows in one piece of [`Transaction::scan_piece_shards`], about: a
+/// piece's rows copied out as values cost a few MB, where a whole table of
+/// millions cost GBs.
+pub const SCAN_PIECE_ROWS: i64 = 16_384;
 
 impl Transaction {
     /// Reads the row with primary key `key` visible to this statement.
@@ -397,6 +403,25 @@ impl Transaction {
         self.check(result)
     }
 
+    /// How to walk `table` a piece at a time, holding a bounded number of
+    /// its rows at once (a caller that copies rows out before acting on
+    /// them, as a join does): the shards per piece for
+    /// [`Transaction::scan_table_shards`], which over consecutive pieces
+    /// visits the rows [`Transaction::scan_table`] would, in its order; a
+    /// piece holds about [`SCAN_PIECE_ROWS`] rows (one piece: the whole
+    /// table, when small). None: `scan_table` orders the rows otherwise
+    /// (a small table without a primary key, in row id order); walk it
+    /// whole.
+    pub fn scan_piece_shards(&self, table: TableId) -> Result<Option<usize>> {
+        let store = self.store(table)?;
+        let rows = store.live_rows.load(Ordering::Relaxed).max(1);
+        if store.schema.has_rowid() && rows <= ROWID_ORDER_ROWS_MAX {
+            return Ok(None);
+        }
+        let per = (TABLE_SHARDS as i64).saturating_mul(SCAN_PIECE_ROWS) / rows;
+        Ok(Some(per.clamp(1, TABLE_SHARDS as i64) as usize))
+    }
+
     /// Visits the visible rows of `table` stored in `shards` (a range of
     /// `0..TABLE_SHARDS`; a row's shard follows from its primary key's hash,
     /// so the shards part the rows into fixed, evenly sized sets that do not
@@ -405,6 +430,33 @@ impl Transaction {
     /// otherwise.
     pub fn scan_table_shards(
         &mut self,
+        table: TableId,
+        shards: std::ops::Range<usize>,
+        f: impl FnMut(RowRef<'_>) -> Result<bool>,
+    ) -> Result<u64> {
+        self.scan_shards_as(self.id, table, shards, f)
+    }
+
+    /// [`Transaction::scan_table_shards`] seeing only what committed before
+    /// the snapshot, none of this transaction's own writes. For a
+    /// transaction that had written nothing when the statement began, the
+    /// rows the statement's snapshot holds, whatever the statement writes
+    /// meanwhile (a function called per row): a scan walked in pieces over
+    /// [`Transaction::scan_piece_shards`] then never meets rows its own
+    /// statement wrote, as PostgreSQL's scan does not.
+    pub fn scan_committed_shards(
+        &mut self,
+        table: TableId,
+        shards: std::ops::Range<usize>,
+        f: impl FnMut(RowRef<'_>) -> Result<bool>,
+    ) -> Result<u64> {
+        self.scan_shards_as(TxnId::NOBODY, table, shards, f)
+    }
+
+    /// Visits the rows of `table` in `shards` visible to `me` at the snapshot.
+    fn scan_shards_as(
+        &mut self,
+        me: TxnId,
         table: TableId,
         shards: std::ops::Range<usize>,
         mut f: impl FnMut(RowRef<'_>) -> Result<bool>,
@@ -421,7 +473,7 @@ impl Transaction {
         let tick = self.touch_tick(&store);
         'outer: for shard in shards {
             buf.clear();
-            store.scan_shard(shard, self.id, self.snapshot, tick, &mut buf);
+            store.scan_shard(shard, me, self.snapshot, tick, &mut buf);
             let mut at = 0;
             while at + 4 <= buf.len() {
                 let len = u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]) as usize;
