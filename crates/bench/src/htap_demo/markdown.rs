@@ -170,7 +170,7 @@ fn tpch_section(out: &mut String, r: &HtapReport, files: &[String]) {
         match (&r.duckdb, duck) {
             (_, Some(d)) => format!(
                 " DuckDB {} ({} threads): a reference only, the same rows exported from PostgreSQL, answers not \
-                 compared.",
+                 compared, row counts are (one unlike PostgreSQL's is shown beside the time).",
                 d.version.as_deref().unwrap_or("?"),
                 d.threads.as_deref().unwrap_or("?")
             ),
@@ -201,7 +201,15 @@ fn tpch_section(out: &mut String, r: &HtapReport, files: &[String]) {
             md(path)
         );
         if let Some(d) = duck {
+            let pg_rows = q.side(SideKind::Postgresql).and_then(|s| s.rows);
             let v = d.query(q.query).map_or("-".into(), |dq| match (&dq.timing, &dq.error) {
+                // A different answer's time is no reference: said so.
+                (Some(t), _) if pg_rows.is_some() && dq.rows != pg_rows => format!(
+                    "{} ({} rows, PostgreSQL {})",
+                    ms(t.median_ms),
+                    dq.rows.map_or("?".into(), |n| n.to_string()),
+                    pg_rows.unwrap_or(0)
+                ),
                 (Some(t), _) => ms(t.median_ms),
                 (None, Some(e)) => format!("error: {}", md(e)),
                 (None, None) => "-".into(),
