@@ -26,7 +26,7 @@ pub use compression::CompressionRow;
 pub use copy::{CHUNK_ROWS, CopyStats, TableView};
 pub use engine::{ACK_INTERVAL, OlapConfig, OlapEngine, OlapStats};
 pub use error::{OlapError, Result};
-pub use resources::{Cpu, ExecutorReport, Placement, Topology, place};
+pub use resources::{Cpu, ExecutorReport, Placement, Topology, executor_threads, place};
 pub use rows::batches_to_rows;
 
 /// The Arrow crates the copies are made of, for callers that read

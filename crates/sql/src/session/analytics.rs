@@ -51,8 +51,15 @@ pub fn set_analytics_config(config: OlapConfig) {
     *CONFIG.lock() = Some(config);
 }
 
-fn analytics_config() -> OlapConfig {
+/// The `OlapConfig` copies opened now start with.
+pub fn analytics_config() -> OlapConfig {
     CONFIG.lock().clone().unwrap_or_default()
+}
+
+/// The worker threads the analytic executor of copies opened now runs on
+/// `cpus` CPUs (olap's rule over [`analytics_config`]).
+pub fn analytics_executor_threads(cpus: usize) -> usize {
+    pgtier_olap::executor_threads(&analytics_config(), cpus)
 }
 
 /// The running copies, by database identity.

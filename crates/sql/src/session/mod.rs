@@ -40,7 +40,7 @@ mod savepoint;
 mod statement;
 mod temp;
 
-pub use analytics::{set_analytics_config, stop_analytics};
+pub use analytics::{analytics_config, analytics_executor_threads, set_analytics_config, stop_analytics};
 pub use block::{CommitParticipant, TransactionStatus, Via};
 pub use prepared::{Fallback, Utility};
 use rows::Tag;
