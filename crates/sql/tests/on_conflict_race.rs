@@ -44,16 +44,23 @@ fn rows(db: &Database) -> Vec<(i64, i64, i64)> {
     out
 }
 
-/// Session A inserts `first` in an open block; session B runs `racing`
-/// (with `before` first, in the same block when it opens one), which must
-/// block on A's row; then A ends with `end_a`. Returns B's outcome.
-fn race(db: &Database, first: &str, before: &[&str], racing: &str, end_a: &str) -> Result<u64, SqlError> {
+/// Session A inserts `first` in an open block; session B runs `before`,
+/// then `racing`, which must block on A's row; then A ends with `end_a`
+/// and B runs `after` (in its block, when `before` opened one). Returns
+/// `racing`'s outcome.
+fn race(
+    db: &Database,
+    first: &str,
+    before: &[&str],
+    racing: &str,
+    end_a: &str,
+    after: &[&str],
+) -> Result<u64, SqlError> {
     let mut a = Connection::new(db.clone());
     a.execute_sql("BEGIN").unwrap();
     a.execute_sql(first).unwrap();
     let (tx, rx) = mpsc::channel();
     let db_b = db.clone();
-    let in_block = !before.is_empty();
     let before: Vec<String> = before.iter().map(|s| (*s).to_owned()).collect();
     let statement = racing.to_owned();
     let b = thread::spawn(move || {
@@ -68,9 +75,8 @@ fn race(db: &Database, first: &str, before: &[&str], racing: &str, end_a: &str) 
     assert!(rx.recv_timeout(BLOCKED).is_err(), "{racing} did not wait for the uncommitted insert of the same key");
     a.execute_sql(end_a).unwrap();
     let (mut b, r) = b.join().unwrap();
-    if in_block {
-        // B's block: ends as the test asked (its own last statement).
-        let _ = b.execute_sql("COMMIT");
+    for s in after {
+        b.execute_sql(s).unwrap();
     }
     r
 }
@@ -84,6 +90,7 @@ fn do_nothing_skips_a_row_committed_during_the_wait() {
         &[],
         "INSERT INTO t VALUES (1, 11, 2) ON CONFLICT DO NOTHING",
         "COMMIT",
+        &[],
     );
     assert_eq!(r.unwrap(), 0);
     assert_eq!(rows(&db), vec![(1, 10, 1)]);
@@ -98,6 +105,7 @@ fn do_nothing_inserts_when_the_other_writer_rolls_back() {
         &[],
         "INSERT INTO t VALUES (1, 11, 2) ON CONFLICT DO NOTHING",
         "ROLLBACK",
+        &[],
     );
     assert_eq!(r.unwrap(), 1);
     assert_eq!(rows(&db), vec![(1, 11, 2)]);
@@ -112,6 +120,7 @@ fn do_nothing_on_a_unique_arbiter_skips_too() {
         &[],
         "INSERT INTO t VALUES (2, 10, 2) ON CONFLICT (u) DO NOTHING",
         "COMMIT",
+        &[],
     );
     assert_eq!(r.unwrap(), 0);
     assert_eq!(rows(&db), vec![(1, 10, 1)]);
@@ -126,6 +135,7 @@ fn a_conflict_on_an_index_that_is_not_an_arbiter_is_still_23505() {
         &[],
         "INSERT INTO t VALUES (2, 10, 2) ON CONFLICT (id) DO NOTHING",
         "COMMIT",
+        &[],
     );
     let e = r.unwrap_err();
     assert_eq!(e.sqlstate, "23505", "{e:?}");
@@ -141,6 +151,7 @@ fn do_update_updates_the_version_committed_during_the_wait() {
         &[],
         "INSERT INTO t VALUES (1, 11, 5) ON CONFLICT (id) DO UPDATE SET v = t.v + excluded.v",
         "COMMIT",
+        &[],
     );
     assert_eq!(r.unwrap(), 1);
     // The committed row's v (1), not a snapshot's absence, plus 5.
@@ -156,6 +167,7 @@ fn do_update_on_a_unique_arbiter_asks_for_a_retry() {
         &[],
         "INSERT INTO t VALUES (2, 10, 5) ON CONFLICT (u) DO UPDATE SET v = t.v + excluded.v",
         "COMMIT",
+        &[],
     );
     let e = r.unwrap_err();
     assert_eq!(e.sqlstate, "40001", "{e:?}");
@@ -173,29 +185,22 @@ fn the_race_inside_a_block_keeps_earlier_writes_and_user_savepoints() {
         &["BEGIN", "INSERT INTO t VALUES (5, 50, 5)"],
         "INSERT INTO t VALUES (1, 11, 2) ON CONFLICT DO NOTHING",
         "COMMIT",
+        &["COMMIT"],
     );
     assert_eq!(r.unwrap(), 0);
     assert_eq!(rows(&db), vec![(1, 10, 1), (5, 50, 5)]);
 
     let mut c = Connection::new(db.clone());
     c.execute_sql("DELETE FROM t").unwrap();
-    let mut a = Connection::new(db.clone());
-    a.execute_sql("BEGIN").unwrap();
-    a.execute_sql("INSERT INTO t VALUES (1, 10, 1)").unwrap();
-    let db_b = db.clone();
-    let b = thread::spawn(move || {
-        let mut b = Connection::new(db_b);
-        for s in ["BEGIN", "INSERT INTO t VALUES (5, 50, 5)", "SAVEPOINT s", "INSERT INTO t VALUES (6, 60, 6)"] {
-            b.execute_sql(s).unwrap();
-        }
-        assert_eq!(b.execute_sql("INSERT INTO t VALUES (1, 11, 2) ON CONFLICT DO NOTHING").unwrap().rows_affected, 0);
-        b.execute_sql("INSERT INTO t VALUES (7, 70, 7)").unwrap();
-        b.execute_sql("ROLLBACK TO s").unwrap();
-        b.execute_sql("COMMIT").unwrap();
-    });
-    thread::sleep(BLOCKED);
-    a.execute_sql("COMMIT").unwrap();
-    b.join().unwrap();
+    let r = race(
+        &db,
+        "INSERT INTO t VALUES (1, 10, 1)",
+        &["BEGIN", "INSERT INTO t VALUES (5, 50, 5)", "SAVEPOINT s", "INSERT INTO t VALUES (6, 60, 6)"],
+        "INSERT INTO t VALUES (1, 11, 2) ON CONFLICT DO NOTHING",
+        "COMMIT",
+        &["INSERT INTO t VALUES (7, 70, 7)", "ROLLBACK TO s", "COMMIT"],
+    );
+    assert_eq!(r.unwrap(), 0);
     assert_eq!(rows(&db), vec![(1, 10, 1), (5, 50, 5)]);
 }
 

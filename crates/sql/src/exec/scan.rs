@@ -314,17 +314,6 @@ impl Exec<'_> {
         } else {
             Probe::Scan
         };
-        let pieces = match probe {
-            Probe::Scan => self.piecewise(level),
-            _ => Ok(None),
-        };
-        let pieces = match pieces {
-            Ok(p) => p,
-            Err(e) => {
-                self.return_row(cands);
-                return Err(e);
-            }
-        };
         let mut matched = false;
         let walked = match probe {
             Probe::Chain(table, first) => {
@@ -338,25 +327,17 @@ impl Exec<'_> {
                 }
                 walked
             }
-            Probe::Scan if pieces.is_some() => {
-                let per = pieces.unwrap_or(TABLE_SHARDS);
-                self.join_pieces(plan, l, per, row, env, &mut cands, sink).map(|m| matched |= m)
-            }
             Probe::Scan | Probe::Buffered => {
-                let fetched = if matches!(probe, Probe::Scan) {
-                    self.fetch(level, env, row, false, plan.level_masks.get(l), &mut cands)
-                } else {
-                    Ok(())
-                };
-                let walked = fetched.and_then(|()| {
-                    for cand in cands.chunks(w) {
-                        matched |= self.join_candidate(plan, l, cand, row, env, sink)?;
-                        if self.join_stop {
-                            break;
-                        }
-                    }
-                    Ok(())
-                });
+                let pieces = if matches!(probe, Probe::Scan) { self.piecewise(level) } else { Ok(None) };
+                let walked = match pieces {
+                    Ok(Some(per)) => self.join_pieces(plan, l, per, row, env, &mut cands, sink),
+                    Ok(None) if matches!(probe, Probe::Scan) => self
+                        .fetch(level, env, row, false, plan.level_masks.get(l), &mut cands)
+                        .and_then(|()| self.join_candidates(plan, l, &cands, row, env, sink)),
+                    Ok(None) => self.join_candidates(plan, l, &cands, row, env, sink),
+                    Err(e) => Err(e),
+                }
+                .map(|m| matched |= m);
                 if walked.is_ok() && matches!(probe, Probe::Scan) && !level.hash_keys.is_empty() && self.hash_joins {
                     self.keep_first_scan(level, std::mem::take(&mut cands));
                 }
@@ -414,7 +395,7 @@ impl Exec<'_> {
         sink: &mut dyn FnMut(&mut Self, &[Value]) -> Result<()>,
     ) -> Result<bool> {
         let level = &plan.levels[l];
-        let (w, mask) = (level.width(), plan.level_masks.get(l));
+        let mask = plan.level_masks.get(l);
         self.partition_gate(&level.table, None)?;
         let mut matched = false;
         let mut start = 0;
@@ -429,13 +410,29 @@ impl Exec<'_> {
                 Ok(stopped.is_ok())
             })?;
             stopped?;
-            for cand in cands.chunks(w) {
-                matched |= self.join_candidate(plan, l, cand, row, env, sink)?;
-                if self.join_stop {
-                    break;
-                }
-            }
+            matched |= self.join_candidates(plan, l, cands, row, env, sink)?;
             start = end;
+        }
+        Ok(matched)
+    }
+
+    /// Joins each of `cands` (level `l`'s rows, flat) on; true if any
+    /// matched. Stops early when a LIMIT is reached (`join_stop`).
+    fn join_candidates(
+        &mut self,
+        plan: &SelectPlan,
+        l: usize,
+        cands: &[Value],
+        row: &mut Vec<Value>,
+        env: &Env<'_>,
+        sink: &mut dyn FnMut(&mut Self, &[Value]) -> Result<()>,
+    ) -> Result<bool> {
+        let mut matched = false;
+        for cand in cands.chunks(plan.levels[l].width()) {
+            matched |= self.join_candidate(plan, l, cand, row, env, sink)?;
+            if self.join_stop {
+                break;
+            }
         }
         Ok(matched)
     }
