@@ -27,7 +27,7 @@ pub use copy::{CHUNK_ROWS, CopyStats, TableView};
 pub use engine::{ACK_INTERVAL, OlapConfig, OlapEngine, OlapStats};
 pub use error::{OlapError, Result};
 pub use resources::{Cpu, ExecutorReport, Placement, Topology, executor_threads, place};
-pub use rows::batches_to_rows;
+pub use rows::{SideTable, batches_to_rows};
 
 /// The Arrow crates the copies are made of, for callers that read
 /// [`TableView::batches`] (one arrow in the tree: the version DataFusion uses).

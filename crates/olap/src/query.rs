@@ -13,11 +13,12 @@ use std::fmt;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
-use arrow_schema::SchemaRef;
+use arrow_schema::{Field, Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::memory::MemorySourceConfig;
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::TableReference;
+use datafusion::datasource::MemTable;
 use datafusion::error::DataFusionError;
 use datafusion::logical_expr::{Expr, TableType};
 use datafusion::physical_plan::ExecutionPlan;
@@ -27,6 +28,8 @@ use pgtier_engine::Snapshot;
 use crate::copy::TableCopy;
 use crate::engine::OlapEngine;
 use crate::error::{OlapError, Result};
+use crate::rows::SideTable;
+use crate::types::{ColumnBuilder, arrow_type_of};
 
 /// One table's copy read at one snapshot.
 struct SnapshotTable {
@@ -80,6 +83,12 @@ impl OlapEngine {
     /// reach it, then plans and executes on [`crate::OlapConfig::threads`]
     /// threads. Call from a thread that is not running a tokio runtime.
     pub fn query(&self, sql: &str, snapshot: Snapshot) -> Result<Vec<RecordBatch>> {
+        self.query_with(sql, snapshot, &[])
+    }
+
+    /// [`OlapEngine::query`] with `sides` registered beside the copies
+    /// (a name taken by a copy is an error: the caller's row path answers).
+    pub fn query_with(&self, sql: &str, snapshot: Snapshot, sides: &[SideTable]) -> Result<Vec<RecordBatch>> {
         self.catch_up(snapshot)?;
         let threads = self.executor.threads;
         let mut config = SessionConfig::new().with_target_partitions(threads);
@@ -93,6 +102,17 @@ impl OlapEngine {
             let name = table_reference(&ctx, copy.layout.name())?;
             let provider = SnapshotTable { copy, snapshot, schema, partitions: threads };
             ctx.register_table(name, Arc::new(provider)).map_err(query_error)?;
+        }
+        for side in sides {
+            let (schema, batch) = side_batch(side)?;
+            let table = MemTable::try_new(schema, vec![vec![batch]]).map_err(query_error)?;
+            if ctx
+                .register_table(TableReference::bare(side.name.clone()), Arc::new(table))
+                .map_err(query_error)?
+                .is_some()
+            {
+                return Err(OlapError::Query(format!("side table \"{}\" has the name of a copy", side.name)));
+            }
         }
         let runtime = self.runtime()?;
         runtime
@@ -111,6 +131,26 @@ impl OlapEngine {
         *slot = Some(Arc::clone(&rt));
         Ok(rt)
     }
+}
+
+/// A side table's rows as one batch, each column of its engine type's Arrow form.
+fn side_batch(side: &SideTable) -> Result<(SchemaRef, RecordBatch)> {
+    let mut fields = Vec::with_capacity(side.columns.len());
+    let mut arrays = Vec::with_capacity(side.columns.len());
+    for (c, (name, ty)) in side.columns.iter().enumerate() {
+        let arrow = arrow_type_of(*ty)
+            .ok_or_else(|| OlapError::Query(format!("side table column \"{name}\" of type {}", ty.pg_name())))?;
+        let mut builder = ColumnBuilder::new(&arrow, side.rows.len());
+        for row in &side.rows {
+            let v = row.get(c).ok_or_else(|| OlapError::Query(format!("side table row without column {c}")))?;
+            builder.append(v.as_ref()).map_err(OlapError::Query)?;
+        }
+        fields.push(Field::new(name, arrow, true));
+        arrays.push(builder.finish());
+    }
+    let schema = Arc::new(Schema::new(fields));
+    let batch = RecordBatch::try_new(Arc::clone(&schema), arrays).map_err(|e| OlapError::Query(e.to_string()))?;
+    Ok((schema, batch))
 }
 
 /// The engine keeps a relation of schema `public` under its own name and

@@ -10,24 +10,41 @@ use arrow_array::types::{
 };
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::{DataType as ArrowType, TimeUnit};
-use pgtier_engine::{Numeric, Snapshot, Value};
+use pgtier_engine::{DataType, Numeric, Snapshot, Value};
 
 use crate::engine::OlapEngine;
 use crate::error::{OlapError, Result};
 use crate::types::{PG_EPOCH_DAYS, PG_EPOCH_MICROS};
+
+/// Rows the caller computed, given to one analytic query as a table of
+/// its own beside the copies (the SQL layer's values of a correlated
+/// subquery per key): registered under `name` for that query only.
+#[derive(Clone, Debug, Default)]
+pub struct SideTable {
+    pub name: String,
+    /// Each column's name and engine type (one with an exact Arrow form).
+    pub columns: Vec<(String, DataType)>,
+    /// Values of those types, or NULL.
+    pub rows: Vec<Vec<Value>>,
+}
 
 impl OlapEngine {
     /// [`OlapEngine::query`]'s answer as rows of engine values (see the
     /// module's comment for the types). Without the `datafusion` feature
     /// there is no executor: [`OlapError::NoExecutor`].
     pub fn query_rows(&self, sql: &str, snapshot: Snapshot) -> Result<Vec<Vec<Value>>> {
+        self.query_rows_with(sql, snapshot, &[])
+    }
+
+    /// [`OlapEngine::query_rows`] with `sides` registered beside the copies.
+    pub fn query_rows_with(&self, sql: &str, snapshot: Snapshot, sides: &[SideTable]) -> Result<Vec<Vec<Value>>> {
         #[cfg(feature = "datafusion")]
         {
-            batches_to_rows(&self.query(sql, snapshot)?)
+            batches_to_rows(&self.query_with(sql, snapshot, sides)?)
         }
         #[cfg(not(feature = "datafusion"))]
         {
-            let _ = (sql, snapshot);
+            let _ = (sql, snapshot, sides);
             Err(OlapError::NoExecutor)
         }
     }

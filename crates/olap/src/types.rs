@@ -54,18 +54,20 @@ pub(crate) const UTC: &str = "+00:00";
 /// The Arrow type of `col` (plain, before any dictionary encoding), or the
 /// typed refusal naming the column.
 pub(crate) fn arrow_type(table: &TableSchema, col: &Column) -> Result<ArrowType> {
-    Ok(match col.ty {
+    arrow_type_of(col.ty).ok_or_else(|| unsupported(table, col))
+}
+
+/// The Arrow type of engine type `ty`, None when it has no exact form.
+pub(crate) fn arrow_type_of(ty: DataType) -> Option<ArrowType> {
+    Some(match ty {
         DataType::Bool => ArrowType::Boolean,
         DataType::Int2 => ArrowType::Int16,
         DataType::Int4 => ArrowType::Int32,
         DataType::Int8 => ArrowType::Int64,
         DataType::Float4 => ArrowType::Float32,
         DataType::Float8 => ArrowType::Float64,
-        DataType::Numeric { precision, scale } if !col.ty.numeric_own_scale() => {
-            let (Ok(p), Ok(s)) = (u8::try_from(precision), i8::try_from(scale)) else {
-                return Err(unsupported(table, col));
-            };
-            ArrowType::Decimal128(p, s)
+        DataType::Numeric { precision, scale } if !ty.numeric_own_scale() => {
+            ArrowType::Decimal128(u8::try_from(precision).ok().filter(|p| *p <= 38)?, i8::try_from(scale).ok()?)
         }
         DataType::Text | DataType::Varchar(_) | DataType::Char(_) | DataType::Json | DataType::Jsonb => ArrowType::Utf8,
         DataType::Bytea => ArrowType::Binary,
@@ -75,7 +77,7 @@ pub(crate) fn arrow_type(table: &TableSchema, col: &Column) -> Result<ArrowType>
         DataType::Time(_) => ArrowType::Time64(TimeUnit::Microsecond),
         DataType::Interval => ArrowType::Interval(arrow_schema::IntervalUnit::MonthDayNano),
         DataType::Uuid => ArrowType::FixedSizeBinary(16),
-        DataType::Numeric { .. } | DataType::Array(_) | DataType::TimeTz(_) => return Err(unsupported(table, col)),
+        DataType::Numeric { .. } | DataType::Array(_) | DataType::TimeTz(_) => return None,
     })
 }
 

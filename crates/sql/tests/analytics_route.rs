@@ -120,6 +120,18 @@ const ROUTED: &[&str] = &[
      ORDER BY 1",
     "SELECT c_id, c_bal FROM cust WHERE c_bal < (SELECT min(o_total) FROM ord WHERE o_cust = c_id) - 390000 ORDER BY 1",
     "SELECT c_id FROM cust WHERE c_nation IN (SELECT o_qty FROM ord WHERE o_cust = c_id) ORDER BY 1",
+    // Correlated aggregates DataFusion does not compute as pgtier (avg's
+    // division): computed per key by pgtier (correlated.rs), TPC-H Q17's shape.
+    "SELECT sum(o_total) / 7.0, count(*) FROM ord, cust WHERE c_id = o_cust AND c_seg = 'BUILDING' \
+     AND o_total < (SELECT 0.9 * avg(o2.o_total) FROM ord o2 WHERE o2.o_cust = c_id)",
+    "SELECT o_id FROM ord o WHERE o_qty < (SELECT 0.2 * avg(o2.o_qty) FROM ord o2 WHERE o2.o_cust = o.o_cust) \
+     ORDER BY 1",
+    "SELECT o_id, o_total FROM ord o WHERE o_total > (SELECT avg(o2.o_total) + 1 FROM ord o2 \
+     WHERE o2.o_cust = o.o_cust AND o2.o_status = o.o_status AND o2.o_flag) ORDER BY 1",
+    "SELECT c_id FROM cust WHERE (SELECT avg(o_total) FROM ord WHERE o_cust = c_id AND o_qty = 7) IS NULL ORDER BY 1",
+    "SELECT o_id FROM ord o WHERE o_date > (SELECT max(o2.o_date) - 400 FROM ord o2 WHERE o2.o_prio = o.o_prio \
+     AND o2.o_cust = o.o_cust) AND o_total * 3 > (SELECT avg(o2.o_total) FROM ord o2 WHERE o2.o_cust = o.o_cust) \
+     ORDER BY 1",
 ];
 
 /// Queries the translation refuses: they run on the row path whatever the setting.
@@ -129,6 +141,14 @@ const REFUSED: &[(&str, &str)] = &[
         "correlated",
     ),
     ("SELECT c_id FROM cust WHERE (SELECT count(*) FROM ord WHERE o_cust = c_id) = 0 ORDER BY 1", "correlated"),
+    (
+        "SELECT c_id FROM cust WHERE (SELECT coalesce(avg(o_total), 0) FROM ord WHERE o_cust = c_id) > 1000 ORDER BY 1",
+        "not NULL",
+    ),
+    (
+        "SELECT c_id FROM cust WHERE c_bal < (SELECT avg(o_total) FROM ord WHERE o_cust < c_id) ORDER BY 1",
+        "other than equality",
+    ),
     ("SELECT count(*) FROM ord FULL JOIN cust ON o_cust = c_id", "FULL JOIN"),
     ("SELECT sum(o_total / 3) FROM ord", "division"),
     ("SELECT sum(o_qty % 7) FROM ord", "integer division"),

@@ -30,12 +30,12 @@ mod translate;
 use std::sync::atomic::Ordering;
 
 use pgtier_engine::{TableSchema, Value};
-use pgtier_olap::{OlapEngine, OlapError};
+use pgtier_olap::{OlapEngine, OlapError, SideTable};
 
 use super::Exec;
 use crate::catalog::analytics::Analytics;
 use crate::error::{Result, SqlError};
-use crate::expr::{Env, Subquery, SubqueryRunner};
+use crate::expr::{Env, Expr, NoSubqueries, Subquery, SubqueryRunner};
 use crate::plan::{Access, SelectPlan};
 use crate::settings::AnalyticsMode;
 use aggregate::mismatch;
@@ -72,6 +72,21 @@ impl Context for Running<'_, '_, '_> {
     fn params(&self) -> &[Value] {
         self.env.params
     }
+
+    fn analytic_rows(&mut self, sql: &str, sides: &[SideTable]) -> Option<Result<Vec<Vec<Value>>>> {
+        let snapshot = self.exec.txn.snapshot_ts();
+        Some(match self.analytics.olap.query_rows_with(sql, snapshot, sides) {
+            Ok(rows) => rows
+                .iter()
+                .try_for_each(|r| self.exec.interrupt.charge(super::row_bytes(r), "analytic values"))
+                .map(|()| rows),
+            Err(e) => Err(SqlError::new(e.sqlstate(), e.to_string())),
+        })
+    }
+
+    fn evaluate(&mut self, e: &Expr, row: &[Value]) -> Result<Value> {
+        e.eval(self.env, &mut NoSubqueries, row)
+    }
 }
 
 /// EXPLAIN's context: nothing runs.
@@ -90,6 +105,14 @@ impl Context for Explaining<'_> {
 
     fn params(&self) -> &[Value] {
         &[]
+    }
+
+    fn analytic_rows(&mut self, _: &str, _: &[SideTable]) -> Option<Result<Vec<Vec<Value>>>> {
+        None
+    }
+
+    fn evaluate(&mut self, e: &Expr, row: &[Value]) -> Result<Value> {
+        e.eval(&Env { params: &[], now_micros: 0, outer: &[] }, &mut NoSubqueries, row)
     }
 }
 
@@ -126,7 +149,7 @@ impl Exec<'_> {
             return Ok(None);
         }
         let snapshot = self.txn.snapshot_ts();
-        match analytics.olap.query_rows(&translation.sql, snapshot) {
+        match analytics.olap.query_rows_with(&translation.sql, snapshot, &translation.sides) {
             Ok(rows) => {
                 analytics.columnar_statements.fetch_add(1, Ordering::Relaxed);
                 let rows = reshape(rows, &translation.shape)?;
@@ -146,7 +169,7 @@ impl Exec<'_> {
 }
 
 /// The executor's rows from the analytic answer (see [`Shape`]).
-fn reshape(answer: Vec<Vec<Value>>, shape: &Shape) -> Result<Vec<Vec<Value>>> {
+pub(super) fn reshape(answer: Vec<Vec<Value>>, shape: &Shape) -> Result<Vec<Vec<Value>>> {
     match shape {
         Shape::Joined { width, positions } => answer
             .into_iter()
@@ -201,8 +224,12 @@ pub fn explain_route(plan: &SelectPlan, analytics: Option<&Analytics>, mode: Ana
     if !OlapEngine::has_executor() {
         return row_path(&OlapError::NoExecutor.to_string());
     }
-    vec![
+    let mut lines = vec![
         format!("Analytics: columnar copy of {} (DataFusion)", translation.tables.join(", ")),
         format!("  Analytic Query: {}", translation.sql),
-    ]
+    ];
+    for (name, sql) in &translation.side_queries {
+        lines.push(format!("  Values per key ({name}): {sql}"));
+    }
+    lines
 }

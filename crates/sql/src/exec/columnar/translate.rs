@@ -17,6 +17,7 @@
 use std::fmt::Write as _;
 
 use pgtier_engine::{DataType, TableSchema, Value};
+use pgtier_olap::SideTable;
 
 use super::aggregate::Finish;
 use crate::expr::registry::CallData;
@@ -116,6 +117,11 @@ pub(crate) trait Context {
     /// when nothing may run (EXPLAIN): a placeholder is printed.
     fn subquery_values(&mut self, sub: &Subquery) -> Option<crate::error::Result<Vec<Value>>>;
     fn params(&self) -> &[Value];
+    /// The rows of analytic query `sql` (with `sides` beside the copies)
+    /// at the statement's snapshot, or None when nothing may run (EXPLAIN).
+    fn analytic_rows(&mut self, sql: &str, sides: &[SideTable]) -> Option<crate::error::Result<Vec<Vec<Value>>>>;
+    /// `e` (no subquery, no volatile function) evaluated by pgtier over `row`.
+    fn evaluate(&mut self, e: &Expr, row: &[Value]) -> crate::error::Result<Value>;
 }
 
 /// How the executor's rows are rebuilt from the analytic answer.
@@ -139,6 +145,11 @@ pub(crate) struct Translation {
     /// The most rows a level reads whole, a Seq Scan on the row path
     /// (the `auto` rule, exec/columnar).
     pub largest_scan: u64,
+    /// Values pgtier computed for the query (correlated.rs), registered
+    /// beside the copies under their names.
+    pub sides: Vec<SideTable>,
+    /// Each side table's name and the analytic query its values came from (EXPLAIN).
+    pub side_queries: Vec<(String, String)>,
 }
 
 /// Translates `plan` (a top-level SELECT's plan) up to its aggregation.
@@ -146,7 +157,15 @@ pub(crate) fn translate(plan: &SelectPlan, cx: &mut dyn Context) -> Res<Translat
     if plan.for_update {
         return Err("FOR UPDATE".into());
     }
-    let mut t = Translator { cx, tables: Vec::new(), largest_scan: 0, depth: 0, outer: Vec::new() };
+    let mut t = Translator {
+        cx,
+        tables: Vec::new(),
+        largest_scan: 0,
+        depth: 0,
+        outer: Vec::new(),
+        sides: Vec::new(),
+        side_queries: Vec::new(),
+    };
     let from = t.from(plan)?;
     match &plan.agg {
         Some(agg) => {
@@ -193,7 +212,7 @@ pub(crate) fn translate(plan: &SelectPlan, cx: &mut dyn Context) -> Res<Translat
 
 /// A select list whose columns are named `a0, a1, ...` (DataFusion
 /// refuses two unnamed columns of the same expression).
-fn aliased(select: &[String]) -> String {
+pub(super) fn aliased(select: &[String]) -> String {
     select.iter().enumerate().map(|(i, e)| format!("{e} AS a{i}")).collect::<Vec<_>>().join(", ")
 }
 
@@ -245,6 +264,9 @@ pub(super) struct Translator<'c> {
     /// The rows around the correlated subqueries being translated, the
     /// innermost last: `Expr::Outer` reads the last (correlated.rs).
     pub(super) outer: Vec<Vec<Option<Sql>>>,
+    /// See [`Translation::sides`].
+    pub(super) sides: Vec<SideTable>,
+    pub(super) side_queries: Vec<(String, String)>,
 }
 
 /// Values beyond this many in a subquery's IN list keep the row path.
@@ -255,10 +277,26 @@ impl Translator<'_> {
         let mut tables = self.tables;
         tables.sort();
         tables.dedup();
-        Translation { sql, shape, tables, largest_scan: self.largest_scan }
+        Translation {
+            sql,
+            shape,
+            tables,
+            largest_scan: self.largest_scan,
+            sides: self.sides,
+            side_queries: self.side_queries,
+        }
     }
 
     pub(super) fn from(&mut self, plan: &SelectPlan) -> Res<From> {
+        self.keyed_from(plan, None)
+    }
+
+    /// The FROM clause; with `keys`, a correlated subquery's: each WHERE
+    /// conjunct `x = <enclosing column c>` (x reading only this query) is
+    /// taken out into `keys` as (x, c) instead of translated, and any other
+    /// reference to the enclosing row is refused (correlated.rs groups by
+    /// the keys).
+    pub(super) fn keyed_from(&mut self, plan: &SelectPlan, mut keys: Option<&mut Vec<(Expr, usize)>>) -> Res<From> {
         if plan.levels.is_empty() {
             return Err("no FROM".into());
         }
@@ -282,39 +320,72 @@ impl Translator<'_> {
                     *slot = Some(sql(format!("{alias}.{name}"), kind));
                 }
             }
-            let cx = Cols(&columns);
-            let mut own = Vec::new();
-            if let Access::PkLookup { key } = &level.access {
-                for (&c, e) in level.table.primary_key.iter().zip(key) {
-                    let eq = Expr::Cmp(CmpOp::Eq, Box::new(Expr::Column(level.offset + c)), Box::new(e.clone()));
-                    own.push(self.condition(&eq, &cx)?);
-                }
-            }
-            for f in level.filters.iter().chain(&level.key_checks) {
-                own.push(self.condition(f, &cx)?);
-            }
             if level.full_join {
                 return Err("FULL JOIN".into());
             }
-            if l == 0 {
-                text = relation;
-                conditions.extend(own);
-            } else if level.left_join {
-                let on = if own.is_empty() { "TRUE".to_owned() } else { own.join(" AND ") };
+            let mut own: Vec<Expr> = Vec::new();
+            if let Access::PkLookup { key } = &level.access {
+                for (&c, e) in level.table.primary_key.iter().zip(key) {
+                    own.push(Expr::Cmp(CmpOp::Eq, Box::new(Expr::Column(level.offset + c)), Box::new(e.clone())));
+                }
+            }
+            own.extend(level.filters.iter().chain(&level.key_checks).cloned());
+            let cx = Cols(&columns);
+            if l > 0 && level.left_join {
+                // ON conditions: never a correlation key.
+                let mut on = Vec::with_capacity(own.len());
+                for e in &own {
+                    if keys.is_some() && reads_outer(e) {
+                        return Err("a correlation inside a LEFT JOIN's ON".into());
+                    }
+                    on.push(self.condition(e, &cx)?);
+                }
+                let on = if on.is_empty() { "TRUE".to_owned() } else { on.join(" AND ") };
                 let _ = write!(text, " LEFT JOIN {relation} ON {on}");
             } else {
-                let _ = write!(text, " CROSS JOIN {relation}");
-                conditions.extend(own);
+                if l == 0 {
+                    text = relation;
+                } else {
+                    let _ = write!(text, " CROSS JOIN {relation}");
+                }
+                for e in &own {
+                    self.where_condition(e, &cx, keys.as_deref_mut(), &mut conditions)?;
+                }
             }
             for f in &level.post_filters {
-                conditions.push(self.condition(f, &cx)?);
+                self.where_condition(f, &cx, keys.as_deref_mut(), &mut conditions)?;
             }
         }
         let cx = Cols(&columns);
         for f in &plan.final_filters {
-            conditions.push(self.condition(f, &cx)?);
+            self.where_condition(f, &cx, keys.as_deref_mut(), &mut conditions)?;
         }
         Ok(From { text, conditions, columns })
+    }
+
+    /// A WHERE conjunct into `conditions`, or into `keys` (see [`Translator::keyed_from`]).
+    fn where_condition(
+        &mut self,
+        e: &Expr,
+        cx: &Cols<'_>,
+        keys: Option<&mut Vec<(Expr, usize)>>,
+        conditions: &mut Vec<String>,
+    ) -> Res<()> {
+        if let Some(keys) = keys
+            && reads_outer(e)
+        {
+            let key = match e {
+                Expr::Cmp(CmpOp::Eq, a, b) => match (a.as_ref(), b.as_ref()) {
+                    (x, Expr::Outer(c)) | (Expr::Outer(c), x) if !reads_outer(x) => Some((x.clone(), *c)),
+                    _ => None,
+                },
+                _ => None,
+            };
+            keys.push(key.ok_or("a correlation other than equality with a column of the enclosing row")?);
+            return Ok(());
+        }
+        conditions.push(self.condition(e, cx)?);
+        Ok(())
     }
 
     /// A level's relation with its alias: a stored table with a columnar
@@ -705,6 +776,14 @@ impl Translator<'_> {
             _ => Err("this kind of subquery".into()),
         }
     }
+}
+
+/// Whether `e` reads the enclosing query's row (not counting subqueries
+/// inside it, whose `Expr::Outer` is their own enclosing row).
+pub(super) fn reads_outer(e: &Expr) -> bool {
+    let mut found = false;
+    e.walk(&mut |x| found |= matches!(x, Expr::Outer(_)));
+    found
 }
 
 /// A numeric operand's scale (an integer's is 0).
