@@ -115,8 +115,16 @@ impl OlapEngine {
             }
         }
         let runtime = self.runtime()?;
+        // Planned and run as a task on the executor's threads (niced,
+        // placed, `threads` of them), not in `block_on`'s future on the
+        // caller's thread: with one partition DataFusion spawns nothing, so
+        // the whole query, the scans' delta batches included, would run on
+        // the calling session's thread beside OLTP at its priority.
+        let sql = sql.to_owned();
+        let task = runtime.spawn(async move { ctx.sql(&sql).await?.collect().await });
         runtime
-            .block_on(async { ctx.sql(sql).await?.collect().await })
+            .block_on(task)
+            .map_err(|e| OlapError::Query(format!("the analytic query's task ended: {e}")))?
             .map_err(|e| self.out_of_memory(&e).unwrap_or_else(|| query_error(e)))
     }
 
