@@ -217,7 +217,14 @@ impl OlapEngine {
         let a = Arc::clone(&shared);
         let applier = spawn("pgtier-olap-apply", Box::new(move || apply_loop(&a, stream)))?;
         let m = Arc::clone(&shared);
-        let merger = match spawn("pgtier-olap-merge", Box::new(move || merge_loop(&m))) {
+        let plan = Arc::clone(&executor);
+        let merger = match spawn(
+            "pgtier-olap-merge",
+            Box::new(move || {
+                plan.lower_background_thread("merger");
+                merge_loop(&m);
+            }),
+        ) {
             Ok(h) => h,
             Err(e) => {
                 shared.stop.store(true, Ordering::Relaxed);

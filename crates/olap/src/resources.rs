@@ -306,6 +306,22 @@ impl ExecutorPlan {
         {
             failed.push(format!("thread {i}: nice +{}: {e}", self.nice));
         }
+        self.record(failed);
+    }
+
+    /// Run by the merger as it starts: a merge only makes later reads
+    /// cheaper, so it runs at the executor's priority, not OLTP's. The
+    /// applier keeps the process's: every analytic query waits for it to
+    /// reach its snapshot, and its work grows with OLTP's, not analytics'.
+    pub(crate) fn lower_background_thread(&self, name: &str) {
+        if self.nice > 0
+            && let Err(e) = lower_current_thread_priority(self.nice)
+        {
+            self.record(vec![format!("{name}: nice +{}: {e}", self.nice)]);
+        }
+    }
+
+    fn record(&self, failed: Vec<String>) {
         if !failed.is_empty() {
             let mut errors = self.errors.lock();
             let room = ERRORS_KEPT.saturating_sub(errors.len());

@@ -151,3 +151,45 @@ fn a_query_runs_on_the_executors_thread_not_its_callers() {
     assert!(caller * 5 < process, "the caller's thread ran the query: {caller:?} of {process:?}");
     t.commit().unwrap();
 }
+
+/// The nice value of thread `tid` of this process (field 19 of its stat).
+fn thread_nice(tid: &str) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    // The command may hold spaces: fields start after its closing parenthesis.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split(' ').nth(16)?.parse().ok()
+}
+
+/// The merger only makes later reads cheaper: it runs at the executor's
+/// nice, the applier (which every query waits for) at the process's.
+#[test]
+fn the_merger_runs_at_the_executors_nice_the_applier_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    // SAFETY: gettid has no preconditions.
+    let own = thread_nice(&unsafe { libc::gettid() }.to_string()).unwrap();
+    let olap = OlapEngine::start(&db, OlapConfig { nice: 5, ..olap_config() }).unwrap();
+    let mut seen = (0, 0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while seen.0 == 0 && std::time::Instant::now() < deadline {
+        seen = (0, 0);
+        for task in std::fs::read_dir("/proc/self/task").unwrap() {
+            let tid = task.unwrap().file_name().into_string().unwrap();
+            let comm = std::fs::read_to_string(format!("/proc/self/task/{tid}/comm")).unwrap_or_default();
+            let Some(nice) = thread_nice(&tid) else { continue };
+            match comm.trim_end() {
+                // Names are cut to 15 bytes. The merger lowers its own
+                // priority as it starts: the loop waits for it.
+                "pgtier-olap-mer" if nice == (own + 5).min(19) => seen.0 += 1,
+                "pgtier-olap-app" => {
+                    assert_eq!(nice, own, "the applier keeps the process's priority");
+                    seen.1 += 1;
+                }
+                _ => {}
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(seen.0 >= 1 && seen.1 >= 1, "merger and applier threads found niced as said: {seen:?}");
+    assert!(olap.executor_report().thread_errors.is_empty());
+}
