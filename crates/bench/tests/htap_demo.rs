@@ -11,6 +11,7 @@ use pgtier_backend::harness::{ClusterOptions, PrivateCluster};
 use pgtier_bench::htap_demo::{self, HtapControl, HtapOptions, HtapReport, freshness};
 use pgtier_bench::target::Target;
 use pgtier_bench::targets::embedded::EmbeddedTarget;
+use pgtier_bench::targets::postgres::PgTarget;
 use pgtier_bench::tpch;
 use pgtier_engine::CommitMode;
 
@@ -102,6 +103,14 @@ fn demo_htap_end_to_end_at_the_smallest_settings() {
     // DuckDB, when it ran, answered with PostgreSQL's row counts: a time
     // over other rows (char padding kept, say) is no reference.
     if let Some(d) = report.duckdb.as_ref().filter(|d| d.skipped.is_none()) {
+        // The export goes page by page (more lineitems than a page) and loses none.
+        let pg = PgTarget::open(&control.tpch_url).unwrap();
+        let count = pg.connect().unwrap().simple_query("SELECT count(*) FROM lineitem").unwrap()[0][0].clone().unwrap();
+        let exported = work.path().join("exported");
+        htap_demo::duckdb::export(&pg, &exported).unwrap();
+        let csv = std::fs::read_to_string(exported.join("lineitem.csv")).unwrap();
+        assert!(count.parse::<usize>().unwrap() > htap_demo::duckdb::EXPORT_PAGE_ROWS, "{count}");
+        assert_eq!(csv.lines().count().to_string(), count);
         for q in &report.tpch.as_ref().unwrap().queries {
             let pg = q.side(tpch::SideKind::Postgresql).and_then(|s| s.rows);
             assert_eq!(d.query(q.query).and_then(|dq| dq.rows), pg, "Q{} on DuckDB", q.query);
