@@ -88,7 +88,7 @@ impl Lines<'_> {
             self.node(depth, "Unique".into());
             depth += 1;
         }
-        if !s.order_by.is_empty() {
+        if !s.order_by.is_empty() && !s.index_ordered {
             self.node(depth, "Sort".into());
             self.detail(depth, format!("Sort Keys: {}", s.order_by.len()));
             depth += 1;

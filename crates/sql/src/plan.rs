@@ -503,6 +503,11 @@ pub struct SelectPlan {
     /// The visible projection is plain columns: a point lookup decodes them
     /// straight into the result. Decided with `point_lookup`.
     pub projects_columns: bool,
+    /// ORDER BY is the order the plan's one IndexScan level visits rows in
+    /// (bind/select.rs `index_order`): the executor does not sort, and a
+    /// LIMIT stops the scan, as PostgreSQL's Index Scan under a Limit
+    /// does (TPC-C Delivery's oldest new order of a district).
+    pub index_ordered: bool,
     /// Per level, the columns of its table the plan reads; the executor
     /// decodes only these. Empty (a plan not built by the binder): all.
     pub level_masks: Vec<ColumnMask>,

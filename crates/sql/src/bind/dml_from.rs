@@ -130,6 +130,7 @@ pub(super) fn join_pipeline(levels: Vec<Level>, width: usize, final_filters: Vec
         columns: Vec::new(),
         point_lookup: false,
         projects_columns: false,
+        index_ordered: false,
         // Empty: every column decoded (new rows and RETURNING read them).
         level_masks: Vec::new(),
     }

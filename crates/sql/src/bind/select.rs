@@ -11,7 +11,7 @@ use super::select_phases::{
 use super::{Binder, CteDef, ExprCtx, Rel, Scope, ident};
 use crate::error::{Result, SqlError};
 use crate::expr::{CmpOp, Expr};
-use crate::plan::{OutputColumn, SelectPlan};
+use crate::plan::{Access, OutputColumn, SelectPlan};
 use crate::planner::{self, JoinRel};
 
 impl Binder<'_> {
@@ -219,7 +219,7 @@ impl Binder<'_> {
         };
         let (levels, final_filters) =
             planner::plan_levels(self.catalog, &rels, join_rels, where_conjuncts, &mut self.indexes)?;
-        Ok(SelectPlan {
+        let mut plan = SelectPlan {
             levels,
             width: scope.width(),
             final_filters,
@@ -237,9 +237,12 @@ impl Binder<'_> {
             columns: list.columns,
             point_lookup: false,
             projects_columns: false,
+            index_ordered: false,
             level_masks: Vec::new(),
         }
-        .decide_point_lookup())
+        .decide_point_lookup();
+        plan.index_ordered = index_order(&plan, self.catalog);
+        Ok(plan)
     }
 
     /// The join conditions of `joins` (from [`Binder::bind_from`]), one
@@ -490,6 +493,52 @@ impl Binder<'_> {
 
 /// One type up to its length, precision or scale (a conversion between
 /// them leaves a value as it is); arrays only of one element type.
+/// Whether `plan`'s ORDER BY is the order its one IndexScan level visits
+/// rows in (the engine's scans go in key order), so nothing needs sorting
+/// ([`SelectPlan::index_ordered`]): every sort key ascending, NULLS LAST,
+/// a plain column of that level, and past the columns the index's
+/// equality prefix fixes, the index's next columns in index order. Only
+/// NOT NULL columns of integer, date and timestamp types, whose index key
+/// order is their sort order with no NULL to place. Nothing between the
+/// scan and the ORDER BY may change the order or need every row.
+fn index_order(plan: &SelectPlan, catalog: &pgtier_engine::Catalog) -> bool {
+    let [level] = plan.levels.as_slice() else { return false };
+    let Access::IndexScan { index, eq, .. } = &level.access else { return false };
+    if plan.order_by.is_empty()
+        || plan.agg.is_some()
+        || !plan.windows.is_empty()
+        || plan.distinct
+        || !plan.distinct_on.is_empty()
+        || plan.with_ties
+        || plan.for_update
+    {
+        return false;
+    }
+    let Some(index) = catalog.index(*index) else { return false };
+    let fixed = &index.columns[..eq.len().min(index.columns.len())];
+    let mut next = eq.len();
+    for key in &plan.order_by {
+        if key.desc || key.nulls_first {
+            return false;
+        }
+        let Some(Expr::Column(c)) = plan.projection.get(key.column) else { return false };
+        let Some(col) = c.checked_sub(level.offset).filter(|&c| c < level.width()) else { return false };
+        if fixed.contains(&col) {
+            continue;
+        }
+        let column = &level.table.columns[col];
+        let sortable = matches!(
+            column.ty,
+            DataType::Int2 | DataType::Int4 | DataType::Int8 | DataType::Date | DataType::Timestamp(_)
+        );
+        if index.columns.get(next) != Some(&col) || column.nullable || !sortable {
+            return false;
+        }
+        next += 1;
+    }
+    true
+}
+
 fn same_base_type(a: DataType, b: DataType) -> bool {
     std::mem::discriminant(&a) == std::mem::discriminant(&b) && (!matches!(a, DataType::Array(_)) || a == b)
 }

@@ -105,6 +105,7 @@ impl Binder<'_> {
             columns,
             point_lookup: false,
             projects_columns: false,
+            index_ordered: false,
             level_masks: Vec::new(),
         })
     }

@@ -151,7 +151,7 @@ impl Exec<'_> {
 
     fn select_rows_charged(&mut self, plan: &SelectPlan, params: &[Value], outer: &[Value]) -> Result<Vec<Vec<Value>>> {
         let env = self.env(params, outer);
-        let holding = if !plan.order_by.is_empty() {
+        let holding = if !plan.order_by.is_empty() && !plan.index_ordered {
             "sort"
         } else if plan.distinct || !plan.distinct_on.is_empty() {
             "DISTINCT"
@@ -178,7 +178,7 @@ impl Exec<'_> {
                     && plan.windows.is_empty()
                     && !plan.distinct
                     && plan.distinct_on.is_empty()
-                    && plan.order_by.is_empty()
+                    && (plan.order_by.is_empty() || plan.index_ordered)
                     && !plan.for_update
             })
             .map(|l| l.saturating_add(offset));
@@ -220,7 +220,7 @@ impl Exec<'_> {
             let mut seen = std::collections::HashSet::new();
             rows.retain(|r| seen.insert(GroupKey(r[..plan.visible].to_vec())));
         }
-        if !plan.order_by.is_empty() {
+        if !plan.order_by.is_empty() && !plan.index_ordered {
             // A sort cannot stop half-way: once interrupted, every comparison
             // answers Equal, which ends it in a few linear passes.
             let interrupt = &mut self.interrupt;

@@ -123,6 +123,7 @@ impl Exec<'_> {
         self.analytics.is_some()
             && outer.is_empty()
             && !plan.for_update
+            && !plan.index_ordered
             && !plan.levels.is_empty()
             && self.settings.analytics() != AnalyticsMode::Off
             && self.txn.is_read_only()
