@@ -187,6 +187,15 @@ fn columnar_answers_equal_the_row_path() {
     }
     let (after, fallbacks) = conn.columnar_statements();
     if executor {
+        // EXPLAIN names each per-key subquery's values and their query.
+        let plan = rows(
+            &mut conn,
+            "EXPLAIN SELECT o_id FROM ord o WHERE o_qty < (SELECT avg(o2.o_qty) FROM ord o2 WHERE o2.o_cust = o.o_cust) \
+             AND o_total > (SELECT avg(o3.o_total) FROM ord o3 WHERE o3.o_status = o.o_status)",
+        );
+        for side in ["pgtier_side_0", "pgtier_side_1"] {
+            assert!(plan.iter().any(|l| l.starts_with(&format!("  Values per key ({side}): SELECT"))), "{plan:?}");
+        }
         // At least one per query: an uncorrelated subquery runs (and may be routed) on its own.
         assert!((after - before) as usize >= ROUTED.len(), "every routed query answered by the columnar path");
         assert_eq!(fallbacks, 0, "no analytic query failed: {:?}", conn.columnar_last_fallback());

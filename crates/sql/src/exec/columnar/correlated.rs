@@ -153,7 +153,8 @@ impl Translator<'_> {
         for (i, kind) in key_kinds.iter().enumerate() {
             columns.push((format!("k{i}"), side_type(*kind).ok_or_else(|| format!("a key of kind {kind:?}"))?));
         }
-        let name = format!("pgtier_side_{}", self.sides.len());
+        // Named by side_queries, which EXPLAIN fills too (sides stay empty there).
+        let name = format!("pgtier_side_{}", self.side_queries.len());
         let alias = format!("s{}", self.depth);
         self.depth += 1;
         let mut matches = Vec::with_capacity(groups);
