@@ -29,7 +29,7 @@ use super::reshape;
 use super::translate::{Cols, From, Kind, Res, Shape, Sql, Translator, aliased, cast, comparable, sql};
 use crate::expr::{Expr, Subquery, SubqueryKind};
 use crate::plan::{AggFunc, AggPlan, SelectPlan};
-use pgtier_engine::{DataType, Numeric, Value};
+use pgtier_engine::{DataType, Value};
 use pgtier_olap::SideTable;
 
 impl Translator<'_> {
@@ -252,23 +252,29 @@ fn side_values(ty: DataType, rows: &mut [Vec<Value>]) -> Res<(Kind, DataType, bo
         let side = side_type(kind).ok_or("a NULL value")?;
         return Ok((kind, side, false));
     }
-    let mut scales = Vec::with_capacity(rows.len());
+    let (mut largest, mut smallest) = (None::<u8>, None::<u8>);
     for row in rows.iter() {
         match row.last() {
-            Some(Value::Numeric(n)) => scales.push(n.scale),
+            Some(Value::Numeric(n)) => {
+                largest = largest.max(Some(n.scale));
+                smallest = Some(smallest.map_or(n.scale, |s| s.min(n.scale)));
+            }
             Some(Value::Null) => {}
             _ => return Err("a numeric value beyond 38 digits or not a numeric".into()),
         }
     }
-    let largest = scales.iter().copied().max().unwrap_or(0);
-    let varying = scales.iter().any(|&s| s != largest);
+    let largest = largest.unwrap_or(0);
+    if largest > 38 {
+        return Err("a numeric scale above 38".into());
+    }
+    let varying = smallest.is_some_and(|s| s != largest);
     for row in rows.iter_mut() {
         let scale = match row.last_mut() {
             Some(Value::Numeric(n)) => {
-                let factor = 10i128.checked_pow(u32::from(largest - n.scale)).ok_or("a numeric beyond 38 digits")?;
-                let mantissa = n.mantissa.checked_mul(factor).filter(|m| m.unsigned_abs() < 10u128.pow(38));
                 let scale = n.scale;
-                *n = Numeric::new(mantissa.ok_or("a numeric beyond 38 digits")?, largest);
+                // Up to the largest scale: exact, or None past i128.
+                let wide = n.rescale(largest).filter(|w| w.mantissa.unsigned_abs() < 10u128.pow(38));
+                *n = wide.ok_or("a numeric beyond 38 digits")?;
                 Value::Int8(i64::from(scale))
             }
             _ => Value::Null,
@@ -276,9 +282,6 @@ fn side_values(ty: DataType, rows: &mut [Vec<Value>]) -> Res<(Kind, DataType, bo
         if varying {
             row.push(scale);
         }
-    }
-    if largest > 38 {
-        return Err("a numeric scale above 38".into());
     }
     Ok((Kind::Num(largest), DataType::Numeric { precision: 38, scale: i16::from(largest) }, varying))
 }
