@@ -151,4 +151,52 @@ pub trait Target: Send + Sync {
     fn bulk_load_method(&self) -> &'static str {
         "COPY"
     }
+
+    /// The analytic path's counters since the target's columnar copies
+    /// started, when it can say (the embedded engine): a benchmark reports
+    /// how many of its SELECTs went back to the row path, and why.
+    fn analytic_route(&self) -> Option<AnalyticRoute> {
+        None
+    }
+}
+
+/// SELECTs the columnar path answered and those that went back to the row
+/// path after the analytic executor failed (the latest failure's error),
+/// and the copies' upkeep: analytic queries' waits for the commit stream's
+/// applier, merges of the delta into the chunks, the delta not merged.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct AnalyticRoute {
+    pub columnar: u64,
+    pub fallbacks: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_fallback: Option<String>,
+    #[serde(default)]
+    pub catch_up_waits: u64,
+    #[serde(default)]
+    pub catch_up_wait_ms: f64,
+    #[serde(default)]
+    pub merges: u64,
+    #[serde(default)]
+    pub merged_rows: u64,
+    /// Unmerged delta entries over every copy when sampled (not a difference).
+    #[serde(default)]
+    pub delta_rows: u64,
+}
+
+impl AnalyticRoute {
+    /// What happened between `before` and `self` (the last failure only
+    /// when one happened in between; the delta as `self` saw it).
+    pub fn since(&self, before: &AnalyticRoute) -> AnalyticRoute {
+        let fallbacks = self.fallbacks.saturating_sub(before.fallbacks);
+        AnalyticRoute {
+            columnar: self.columnar.saturating_sub(before.columnar),
+            fallbacks,
+            last_fallback: if fallbacks > 0 { self.last_fallback.clone() } else { None },
+            catch_up_waits: self.catch_up_waits.saturating_sub(before.catch_up_waits),
+            catch_up_wait_ms: (self.catch_up_wait_ms - before.catch_up_wait_ms).max(0.0),
+            merges: self.merges.saturating_sub(before.merges),
+            merged_rows: self.merged_rows.saturating_sub(before.merged_rows),
+            delta_rows: self.delta_rows,
+        }
+    }
 }

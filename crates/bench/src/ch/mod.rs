@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::driver::{LiveCounters, Phase};
 use crate::result::MachineInfo;
-use crate::target::{DbError, Target};
+use crate::target::{AnalyticRoute, DbError, Target};
 use crate::tpcc::consistency::{self, Check};
 use crate::tpcc::{self, OltpFigures, Scale, population};
 use crate::tpch::{Query, QuerySession, answers, failed};
@@ -169,6 +169,11 @@ pub struct PhaseResult {
     pub order_lines_before: Option<u64>,
     pub oltp: Option<OltpFigures>,
     pub analytic: Option<AnalyticFigures>,
+    /// The analytic SELECTs of the phase by path and the copies' upkeep,
+    /// where the target says (a query that went back to the row path is
+    /// timed there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<AnalyticRoute>,
 }
 
 /// One target's run.
@@ -306,6 +311,20 @@ impl ChReport {
     }
 }
 
+/// The analytic executor's resource control as configured for this run
+/// (the `[analytics]` defaults unless set), and what is not measured.
+pub fn analytic_resources() -> String {
+    let c = pgtier_sql::session::analytics_config();
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let threads = pgtier_sql::session::analytics_executor_threads(cpus);
+    format!(
+        "one socket, {cpus} CPUs: pgtier's analytic executor ran with cpu_share {} ({threads} worker thread(s)), nice \
+         {:+}, placement {}; the study's placement policies (round robin, fill first, pack) across sockets are not \
+         measured, and pgtier's OLTP sessions and the copies' upkeep share the same CPUs",
+        c.cpu_share, c.nice, c.placement
+    )
+}
+
 /// Every way a run departs from CH-benCHmark and from study 004.
 pub fn deviations(options: &ChOptions) -> Vec<String> {
     let mut out: Vec<String> = [
@@ -326,13 +345,13 @@ pub fn deviations(options: &ChOptions) -> Vec<String> {
         "statement_timeout bounds every analytic query (timeouts counted, the stream goes on); a refused \
          query is reported with its SQLSTATE, not rewritten; with a query timeout as long as the window, \
          one query that times out fills a phase's window alone",
-        "analytic CPU share: not configurable yet (no resource control); both streams share 2 cores",
         "supplier comments, addresses, phones and balances are drawn from the run's seed; nation names and \
          regions are the reference data's, their comments drawn",
     ]
     .iter()
     .map(|s| (*s).to_owned())
     .collect();
+    out.push(analytic_resources());
     out.push(if options.analytics {
         "pgtier's analytic sessions run with pgtier.analytics = on over columnar copies of every table \
          (a query that does not translate runs on the row path; step 2 gives each query's path); OLTP \
@@ -463,6 +482,7 @@ fn order_lines(target: &dyn Target) -> Option<u64> {
 /// Phase b: the analytic streams alone; the window opens after the ramp-up.
 fn olap_alone(options: &ChOptions, side: &Side<'_>, queries: &[Query], progress: &mut dyn ChProgress) -> PhaseResult {
     let order_lines_before = order_lines(side.target);
+    let route_before = side.target.analytic_route();
     let window = Window::default();
     let streams = std::thread::scope(|s| {
         let handles = spawn_streams(s, options, side, queries, &window);
@@ -487,7 +507,8 @@ fn olap_alone(options: &ChOptions, side: &Side<'_>, queries: &[Query], progress:
         handles.into_iter().map(|h| h.join().unwrap_or_default()).collect::<Vec<_>>()
     });
     let analytic = stream::figures(queries, &streams, &window);
-    PhaseResult { kind: PhaseKind::OlapAlone, order_lines_before, oltp: None, analytic: Some(analytic) }
+    let route = route_since(side.target, route_before);
+    PhaseResult { kind: PhaseKind::OlapAlone, order_lines_before, oltp: None, analytic: Some(analytic), route }
 }
 
 fn spawn_streams<'s, 'e: 's>(
@@ -517,6 +538,7 @@ fn oltp_phase(
     progress: &mut dyn ChProgress,
 ) -> PhaseResult {
     let order_lines_before = order_lines(side.target);
+    let route_before = side.target.analytic_route();
     let window = Window::default();
     let live = LiveCounters::default();
     let streams_wanted = kind == PhaseKind::Together;
@@ -543,7 +565,13 @@ fn oltp_phase(
         (oltp, streams)
     });
     let analytic = streams_wanted.then(|| stream::figures(queries, &streams, &window));
-    PhaseResult { kind, order_lines_before, oltp: Some(oltp), analytic }
+    let route = route_since(side.target, route_before);
+    PhaseResult { kind, order_lines_before, oltp: Some(oltp), analytic, route }
+}
+
+/// The target's analytic route counters since `before` (None when it keeps none).
+fn route_since(target: &dyn Target, before: Option<AnalyticRoute>) -> Option<AnalyticRoute> {
+    Some(target.analytic_route()?.since(&before?))
 }
 
 /// Step 3 and 4 on one side.

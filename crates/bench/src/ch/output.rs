@@ -98,6 +98,9 @@ pub fn summary(report: &ChReport) -> String {
         out,
         "(OLAP: sum of per-query medians over the queries timed in both phases; kept = NOPM together / alone)"
     );
+    for line in route_lines(report) {
+        let _ = writeln!(out, "{line}");
+    }
     let mut sides_line = format!("{:<5}", "");
     let mut header = format!("{:<5}", "query");
     for s in &report.sides {
@@ -154,6 +157,34 @@ fn phases_table(md_out: &mut String, report: &ChReport) {
         }
     }
     let _ = writeln!(md_out);
+}
+
+/// Per target and phase that counts them: the analytic SELECTs by path.
+fn route_lines(report: &ChReport) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in &report.sides {
+        for p in &s.phases {
+            let Some(r) = &p.route else { continue };
+            let mut line = format!(
+                "{} {}: {} analytic SELECT(s) on the columnar path, {} back on the row path after an analytic error",
+                s.side.label(),
+                p.kind.label(),
+                r.columnar,
+                r.fallbacks
+            );
+            if let Some(why) = &r.last_fallback {
+                let _ = write!(line, " (the last: {why})");
+            }
+            let _ = write!(
+                line,
+                "; waits for the commit stream's applier: {} totalling {:.0} ms; {} merges folded {} delta rows, {} \
+                 unmerged at the end",
+                r.catch_up_waits, r.catch_up_wait_ms, r.merges, r.merged_rows, r.delta_rows
+            );
+            out.push(line);
+        }
+    }
+    out
 }
 
 fn queries_table(md_out: &mut String, report: &ChReport) {

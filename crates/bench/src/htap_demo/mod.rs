@@ -466,20 +466,6 @@ fn settings(o: &HtapOptions) -> Vec<(String, String)> {
     ]
 }
 
-/// The analytic executor's resource control as configured for this run
-/// (the `[analytics]` defaults unless set), and what is not measured.
-fn analytic_resources() -> String {
-    let c = pgtier_sql::session::analytics_config();
-    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    let threads = pgtier_sql::session::analytics_executor_threads(cpus);
-    format!(
-        "one socket, {cpus} CPUs: pgtier's analytic executor ran with cpu_share {} ({threads} worker thread(s)), nice \
-         {:+}, placement {}; the study's placement policies (round robin, fill first, pack) across sockets are not \
-         measured, and pgtier's OLTP sessions and the copies' upkeep share the same CPUs",
-        c.cpu_share, c.nice, c.placement
-    )
-}
-
 fn deviations(o: &HtapOptions) -> Vec<String> {
     let mut out: Vec<String> = vec![
         format!(
@@ -489,7 +475,7 @@ fn deviations(o: &HtapOptions) -> Vec<String> {
             o.ch_warehouses,
             if o.ch_test_scale { " at the test-only scale" } else { "" }
         ),
-        analytic_resources(),
+        crate::ch::analytic_resources(),
         "the analytic engine is DataFusion over pgtier's Arrow copies, not Oracle Database In-Memory; compression \
          is the Arrow memory's (dictionaries, offsets), not MEMCOMPRESS FOR QUERY LOW"
             .into(),

@@ -149,6 +149,16 @@ impl Connection {
         })
     }
 
+    /// The copies' upkeep since they started (readers' waits for the
+    /// applier, merges) and the delta entries not merged yet, over every
+    /// table: benchmarks report them beside their figures.
+    pub fn analytics_upkeep(&self) -> Option<(pgtier_olap::OlapStats, u64)> {
+        let a = running(&self.db)?;
+        let delta =
+            a.olap.tables().into_iter().filter_map(|t| a.olap.table_stats(t).ok()).map(|s| s.delta_rows as u64).sum();
+        Some((a.olap.stats(), delta))
+    }
+
     /// The latest analytic query that failed and went back to the row
     /// path, with its error (see [`Connection::columnar_statements`]).
     pub fn columnar_last_fallback(&self) -> Option<String> {

@@ -70,6 +70,18 @@ fn average(sum: Value, count: Value) -> Result<Value> {
     }
 }
 
+/// A numeric held at a larger scale than its own (`scale`, an integer):
+/// at its own again, exactly.
+pub(super) fn unscaled(v: Value, scale: &Value) -> Result<Value> {
+    match &v {
+        Value::Numeric(n) => {
+            let from = n.scale;
+            rescaled(v, from, scale)
+        }
+        _ => Ok(v),
+    }
+}
+
 /// A sum computed at scale `from` given the scale `largest` its inputs
 /// had: the digits below it are zeros (no input had them).
 fn rescaled(sum: Value, from: u8, largest: &Value) -> Result<Value> {

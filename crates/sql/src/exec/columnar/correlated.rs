@@ -26,6 +26,7 @@
 
 use super::aggregate::sum_kind;
 use super::reshape;
+use super::side::{side_type, side_values};
 use super::translate::{Cols, From, Kind, Res, Shape, Sql, Translator, aliased, cast, comparable, sql};
 use crate::expr::{Expr, Subquery, SubqueryKind};
 use crate::plan::{AggFunc, AggPlan, SelectPlan};
@@ -167,7 +168,7 @@ impl Translator<'_> {
         let read = |column: &str| {
             format!("(SELECT max({alias}.{column}) FROM {name} AS {alias} WHERE {})", matches.join(" AND "))
         };
-        self.side_queries.push((name.clone(), query.clone()));
+        self.side_queries.push((name.clone(), format!("Values per key ({name}): {query}")));
         let Some(answer) = self.cx.analytic_rows(&query, &self.sides) else {
             // EXPLAIN: the values are computed when the statement runs.
             let kind =
@@ -185,7 +186,7 @@ impl Translator<'_> {
             row.push(v);
             rows.push(row);
         }
-        let (kind, value_type, scales) = side_values(ty, &mut rows)?;
+        let (kind, value_type, scales) = side_values(ty, &mut rows, groups)?;
         columns.push(("v".into(), value_type));
         let mut out = sql(read("v"), kind);
         if scales {
@@ -224,64 +225,4 @@ fn evaluable(e: &Expr) -> bool {
         );
     });
     ok
-}
-
-/// The engine type a side-table key of `kind` is kept as.
-fn side_type(kind: Kind) -> Option<DataType> {
-    Some(match kind {
-        Kind::Bool => DataType::Bool,
-        Kind::Int2 => DataType::Int2,
-        Kind::Int4 => DataType::Int4,
-        Kind::Int8 => DataType::Int8,
-        Kind::Num(s) => DataType::Numeric { precision: 38, scale: i16::from(s) },
-        Kind::Text => DataType::Text,
-        Kind::Date => DataType::Date,
-        Kind::Timestamp => DataType::Timestamp(None),
-        Kind::Null => return None,
-    })
-}
-
-/// The side table's value column (each row's last): its kind, its engine
-/// type, and whether its numerics' scales vary (then each row gains its
-/// value's scale, for the kind's varying-scale column). Numerics are set
-/// to the largest scale among them, exactly (a digit beyond 38 refuses).
-fn side_values(ty: DataType, rows: &mut [Vec<Value>]) -> Res<(Kind, DataType, bool)> {
-    let numeric = matches!(ty, DataType::Numeric { .. });
-    if !numeric {
-        let kind = Kind::of_type(ty).ok_or_else(|| format!("a value of type {}", ty.pg_name()))?;
-        let side = side_type(kind).ok_or("a NULL value")?;
-        return Ok((kind, side, false));
-    }
-    let (mut largest, mut smallest) = (None::<u8>, None::<u8>);
-    for row in rows.iter() {
-        match row.last() {
-            Some(Value::Numeric(n)) => {
-                largest = largest.max(Some(n.scale));
-                smallest = Some(smallest.map_or(n.scale, |s| s.min(n.scale)));
-            }
-            Some(Value::Null) => {}
-            _ => return Err("a numeric value beyond 38 digits or not a numeric".into()),
-        }
-    }
-    let largest = largest.unwrap_or(0);
-    if largest > 38 {
-        return Err("a numeric scale above 38".into());
-    }
-    let varying = smallest.is_some_and(|s| s != largest);
-    for row in rows.iter_mut() {
-        let scale = match row.last_mut() {
-            Some(Value::Numeric(n)) => {
-                let scale = n.scale;
-                // Up to the largest scale: exact, or None past i128.
-                let wide = n.rescale(largest).filter(|w| w.mantissa.unsigned_abs() < 10u128.pow(38));
-                *n = wide.ok_or("a numeric beyond 38 digits")?;
-                Value::Int8(i64::from(scale))
-            }
-            _ => Value::Null,
-        };
-        if varying {
-            row.push(scale);
-        }
-    }
-    Ok((Kind::Num(largest), DataType::Numeric { precision: 38, scale: i16::from(largest) }, varying))
 }

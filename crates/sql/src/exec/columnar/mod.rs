@@ -25,6 +25,7 @@
 
 mod aggregate;
 mod correlated;
+mod side;
 mod translate;
 
 use std::sync::atomic::Ordering;
@@ -87,6 +88,14 @@ impl Context for Running<'_, '_, '_> {
     fn evaluate(&mut self, e: &Expr, row: &[Value]) -> Result<Value> {
         e.eval(self.env, &mut NoSubqueries, row)
     }
+
+    fn derived_rows(&mut self, plan: &SelectPlan) -> Option<Result<Vec<Vec<Value>>>> {
+        Some(self.exec.select_rows(plan, self.env.params, &[]))
+    }
+
+    fn translates(&mut self, plan: &SelectPlan) -> bool {
+        translate(plan, &mut Explaining { analytics: self.analytics }).is_ok()
+    }
 }
 
 /// EXPLAIN's context: nothing runs.
@@ -114,6 +123,14 @@ impl Context for Explaining<'_> {
     fn evaluate(&mut self, e: &Expr, row: &[Value]) -> Result<Value> {
         e.eval(&Env { params: &[], now_micros: 0, outer: &[] }, &mut NoSubqueries, row)
     }
+
+    fn derived_rows(&mut self, _: &SelectPlan) -> Option<Result<Vec<Vec<Value>>>> {
+        None
+    }
+
+    fn translates(&mut self, plan: &SelectPlan) -> bool {
+        translate(plan, self).is_ok()
+    }
 }
 
 impl Exec<'_> {
@@ -137,6 +154,12 @@ impl Exec<'_> {
         let may_scan = |l: &crate::plan::Level| matches!(l.access, Access::FullScan | Access::Virtual(_));
         if mode == AnalyticsMode::Auto && !plan.levels.iter().any(may_scan) {
             // Key lookups and index ranges only (OLTP): not worth translating.
+            return Ok(None);
+        }
+        // A dry translation first, running nothing: a plan that does not
+        // translate computes no subquery or side table for nothing (the
+        // row path would compute them again).
+        if translate(plan, &mut Explaining { analytics }).is_err() {
             return Ok(None);
         }
         let translation = {
@@ -172,19 +195,27 @@ impl Exec<'_> {
 /// The executor's rows from the analytic answer (see [`Shape`]).
 pub(super) fn reshape(answer: Vec<Vec<Value>>, shape: &Shape) -> Result<Vec<Vec<Value>>> {
     match shape {
-        Shape::Joined { width, positions } => answer
-            .into_iter()
-            .map(|row| {
-                let mut joined = vec![Value::Null; *width];
-                if !positions.is_empty() && row.len() != positions.len() {
-                    return Err(mismatch());
-                }
-                for (&p, v) in positions.iter().zip(row) {
-                    *joined.get_mut(p).ok_or_else(mismatch)? = v;
-                }
-                Ok(joined)
-            })
-            .collect(),
+        Shape::Joined { width, positions, scaled } => {
+            let columns = positions.len() + scaled.iter().filter(|s| **s).count();
+            answer
+                .into_iter()
+                .map(|row| {
+                    let mut joined = vec![Value::Null; *width];
+                    if !positions.is_empty() && row.len() != columns {
+                        return Err(mismatch());
+                    }
+                    let mut values = row.into_iter();
+                    for (&p, &s) in positions.iter().zip(scaled) {
+                        let mut v = values.next().ok_or_else(mismatch)?;
+                        if s {
+                            v = aggregate::unscaled(v, &values.next().ok_or_else(mismatch)?)?;
+                        }
+                        *joined.get_mut(p).ok_or_else(mismatch)? = v;
+                    }
+                    Ok(joined)
+                })
+                .collect()
+        }
         Shape::Groups { groups, finishes } => {
             let columns = groups + finishes.iter().map(|f| f.columns()).sum::<usize>();
             answer
@@ -229,8 +260,8 @@ pub fn explain_route(plan: &SelectPlan, analytics: Option<&Analytics>, mode: Ana
         format!("Analytics: columnar copy of {} (DataFusion)", translation.tables.join(", ")),
         format!("  Analytic Query: {}", translation.sql),
     ];
-    for (name, sql) in &translation.side_queries {
-        lines.push(format!("  Values per key ({name}): {sql}"));
+    for (_, line) in &translation.side_queries {
+        lines.push(format!("  {line}"));
     }
     lines
 }

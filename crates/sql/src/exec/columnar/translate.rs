@@ -122,14 +122,23 @@ pub(crate) trait Context {
     fn analytic_rows(&mut self, sql: &str, sides: &[SideTable]) -> Option<crate::error::Result<Vec<Vec<Value>>>>;
     /// `e` (no subquery, no volatile function) evaluated by pgtier over `row`.
     fn evaluate(&mut self, e: &Expr, row: &[Value]) -> crate::error::Result<Value>;
+    /// The rows of `plan` (an uncorrelated subquery in FROM) run as a
+    /// statement of its own, its visible columns first, or None when
+    /// nothing may run (EXPLAIN).
+    fn derived_rows(&mut self, plan: &SelectPlan) -> Option<crate::error::Result<Vec<Vec<Value>>>>;
+    /// Whether `plan` translates as a statement of its own (nothing runs).
+    fn translates(&mut self, plan: &SelectPlan) -> bool;
 }
 
 /// How the executor's rows are rebuilt from the analytic answer.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Shape {
-    /// Joined rows of `width` columns: answer column i fills position
-    /// `positions[i]`, the others (read by nothing after the join) stay NULL.
-    Joined { width: usize, positions: Vec<usize> },
+    /// Joined rows of `width` columns: the answer's columns fill
+    /// `positions` in order, the others (read by nothing after the join)
+    /// stay NULL. A position whose `scaled` is true takes two answer
+    /// columns: a numeric at its kind's fixed scale and the scale the row
+    /// path gives it (a side table's average, side.rs).
+    Joined { width: usize, positions: Vec<usize>, scaled: Vec<bool> },
     /// Groups: the group values, then each aggregate's answer columns,
     /// which pgtier finishes into its value.
     Groups { groups: usize, finishes: Vec<Finish> },
@@ -148,7 +157,7 @@ pub(crate) struct Translation {
     /// Values pgtier computed for the query (correlated.rs), registered
     /// beside the copies under their names.
     pub sides: Vec<SideTable>,
-    /// Each side table's name and the analytic query its values came from (EXPLAIN).
+    /// Each side table's name and EXPLAIN's line on where its rows came from.
     pub side_queries: Vec<(String, String)>,
 }
 
@@ -196,8 +205,14 @@ pub(crate) fn translate(plan: &SelectPlan, cx: &mut dyn Context) -> Res<Translat
             read.sort_unstable();
             read.dedup();
             let mut select = Vec::with_capacity(read.len());
+            let mut scaled = Vec::with_capacity(read.len());
             for &c in &read {
-                select.push(from.column(c)?.text.clone());
+                let column = from.column(c)?;
+                select.push(column.text.clone());
+                scaled.push(column.scale.is_some());
+                if let Some(scale) = &column.scale {
+                    select.push(scale.clone());
+                }
             }
             if select.is_empty() {
                 // count of rows only: one constant column keeps the row count.
@@ -205,7 +220,7 @@ pub(crate) fn translate(plan: &SelectPlan, cx: &mut dyn Context) -> Res<Translat
             }
             let mut text = format!("SELECT {} FROM {}", aliased(&select), from.text);
             push_where(&mut text, &from.conditions);
-            Ok(t.finish(text, Shape::Joined { width: plan.width, positions: read }))
+            Ok(t.finish(text, Shape::Joined { width: plan.width, positions: read, scaled }))
         }
     }
 }
@@ -214,6 +229,17 @@ pub(crate) fn translate(plan: &SelectPlan, cx: &mut dyn Context) -> Res<Translat
 /// refuses two unnamed columns of the same expression).
 pub(super) fn aliased(select: &[String]) -> String {
     select.iter().enumerate().map(|(i, e)| format!("{e} AS a{i}")).collect::<Vec<_>>().join(", ")
+}
+
+/// Whether a subquery in FROM gives its rows in no order the row path
+/// keeps and has no row limit: no ORDER BY (the row path keeps a
+/// subquery's, a view's, order), LIMIT, OFFSET, DISTINCT ON or windows.
+fn unordered(plan: &SelectPlan) -> bool {
+    plan.limit.is_none()
+        && plan.offset.is_none()
+        && plan.order_by.is_empty()
+        && plan.distinct_on.is_empty()
+        && plan.windows.is_empty()
 }
 
 /// The plan of a subquery in FROM. A WITH query the row path
@@ -251,8 +277,9 @@ impl From {
 enum Columns {
     /// A stored table's copy: its column names (not the FROM item's aliases).
     Stored(Vec<String>),
-    /// A subquery's `c0, c1, ...`, of these kinds.
-    Derived(Vec<Kind>),
+    /// A subquery's `c0, c1, ...`, of these kinds; with `true`, the
+    /// numeric's scale of each row is in `c{i}s` (side.rs).
+    Derived(super::side::DerivedColumns),
 }
 
 pub(super) struct Translator<'c> {
@@ -309,15 +336,22 @@ impl Translator<'_> {
             let alias = format!("{prefix}{l}");
             let (relation, source) = self.relation(level, &alias)?;
             for (i, col) in level.table.columns.iter().enumerate() {
-                let (name, kind) = match &source {
-                    Columns::Derived(kinds) => (format!("c{i}"), kinds.get(i).copied()),
+                let (name, kind, scaled) = match &source {
+                    Columns::Derived(kinds) => {
+                        let (kind, scaled) = kinds.get(i).copied().unzip();
+                        (format!("c{i}"), kind, scaled == Some(true))
+                    }
                     Columns::Stored(names) => {
                         let name = names.get(i).ok_or_else(|| format!("column {i} of \"{}\"", level.table.name))?;
-                        (quote_ident(name), Kind::of_type(col.ty))
+                        (quote_ident(name), Kind::of_type(col.ty), false)
                     }
                 };
                 if let (Some(kind), Some(slot)) = (kind, columns.get_mut(level.offset + i)) {
-                    *slot = Some(sql(format!("{alias}.{name}"), kind));
+                    let mut column = sql(format!("{alias}.{name}"), kind);
+                    if scaled {
+                        column.scale = Some(format!("{alias}.{name}s"));
+                    }
+                    *slot = Some(column);
                 }
             }
             if level.full_join {
@@ -393,10 +427,19 @@ impl Translator<'_> {
     fn relation(&mut self, level: &Level, alias: &str) -> Res<(String, Columns)> {
         match &level.access {
             Access::Virtual(source) => match subquery_plan(source) {
-                Some(sub) => {
-                    let (text, kinds) = self.derived(sub)?;
-                    Ok((format!("({text}) AS {alias}"), Columns::Derived(kinds)))
-                }
+                Some(sub) => match self.derived(sub) {
+                    Ok((text, kinds)) => Ok((
+                        format!("({text}) AS {alias}"),
+                        Columns::Derived(kinds.into_iter().map(|k| (k, false)).collect()),
+                    )),
+                    // Computed first (side.rs), when it could be inline but
+                    // for a value DataFusion does not compute as pgtier.
+                    Err(why) if !unordered(sub) => Err(why),
+                    Err(why) => match self.derived_side(sub) {
+                        Ok((name, columns)) => Ok((format!("{name} AS {alias}"), Columns::Derived(columns))),
+                        Err(first) => Err(format!("{why}; computed first: {first}")),
+                    },
+                },
                 None => Err(format!("FROM item \"{}\" is not a stored table or a subquery", level.table.name)),
             },
             access => {
@@ -415,12 +458,7 @@ impl Translator<'_> {
     /// A subquery in FROM as a whole SELECT whose columns are `c0, c1, ...`,
     /// and their kinds.
     fn derived(&mut self, plan: &SelectPlan) -> Res<(String, Vec<Kind>)> {
-        if plan.limit.is_some()
-            || plan.offset.is_some()
-            || !plan.order_by.is_empty()
-            || !plan.distinct_on.is_empty()
-            || !plan.windows.is_empty()
-        {
+        if !unordered(plan) {
             // ORDER BY too: the row path keeps a subquery's (a view's) order.
             return Err("a subquery in FROM with ORDER BY, LIMIT, OFFSET, DISTINCT ON or windows".into());
         }
@@ -632,7 +670,15 @@ impl Translator<'_> {
                     let exact = format!("({} {} {})", wide(&a), op.symbol(), wide(&b));
                     Ok(sql(cast(&exact, out), out))
                 }
-                ArithOp::Div | ArithOp::Mod => Err("integer division".into()),
+                // Division and modulo truncate toward zero in both engines,
+                // computed in bigint as the row path does. A zero divisor
+                // or bigint's MIN / -1 fails the analytic query, and the
+                // row path then raises PostgreSQL's error (or gives its 0
+                // for MIN % -1).
+                ArithOp::Div | ArithOp::Mod => {
+                    let exact = format!("({} {} {})", cast(&a.text, K::Int8), op.symbol(), cast(&b.text, K::Int8));
+                    Ok(sql(cast(&exact, out), out))
+                }
             },
             // date +/- integer days is a date.
             (K::Date, y, Some(K::Date)) if y.is_int() && matches!(op, ArithOp::Add | ArithOp::Sub) => {
@@ -725,6 +771,15 @@ impl Translator<'_> {
                     }
                     _ => Err("substring other than of text at constant positions".into()),
                 }
+            }
+            // ascii(text): the first character's code point, 0 for ''
+            // (DataFusion's keeps a dictionary's encoding: cast back).
+            ("ascii", _, [x]) => {
+                let x = self.expr(x, cx)?;
+                if x.kind != Kind::Text {
+                    return Err("ascii of a non-text value".into());
+                }
+                Ok(sql(cast(&format!("ascii({})", x.text), Kind::Int4), Kind::Int4))
             }
             _ => Err(format!("function {}", b.name)),
         }
