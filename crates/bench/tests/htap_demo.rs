@@ -8,6 +8,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use pgtier_backend::harness::{ClusterOptions, PrivateCluster};
+use pgtier_bench::ch;
 use pgtier_bench::htap_demo::{self, HtapControl, HtapOptions, HtapReport, freshness};
 use pgtier_bench::target::Target;
 use pgtier_bench::targets::embedded::EmbeddedTarget;
@@ -98,6 +99,16 @@ fn demo_htap_end_to_end_at_the_smallest_settings() {
     assert!(ch.sides[1].copies.as_ref().is_some_and(|c| c.refused.is_empty()), "{:?}", ch.sides[1].copies);
     // The executor's presence is told, either way, and the report says so.
     let present = report.executor.present.expect("EXPLAIN told");
+    // Each embedded phase says how its analytic SELECTs ran and what the
+    // copies' upkeep did; with the executor, phase b's all ran columnar.
+    let route = |k| ch.sides[1].phase(k).and_then(|p| p.route.clone()).expect("the embedded engine reports its route");
+    let (alone, together) = (route(ch::PhaseKind::OlapAlone), route(ch::PhaseKind::Together));
+    assert!(route(ch::PhaseKind::OltpAlone).merges > 0, "the OLTP stream's changes were merged");
+    if present {
+        assert!(alone.columnar > 0 && together.columnar > 0, "{alone:?} {together:?}");
+        assert_eq!((alone.fallbacks, together.fallbacks), (0, 0), "{alone:?} {together:?}");
+    }
+    assert!(ch.sides[0].phases.iter().all(|p| p.route.is_none()), "PostgreSQL keeps no such counters");
     assert_eq!(text.contains("NO ANALYTIC EXECUTOR"), !present);
     assert_eq!(report.duckdb.as_ref().unwrap().skipped.is_none(), htap_demo::duckdb::available());
     // DuckDB, when it ran, answered with PostgreSQL's row counts: a time

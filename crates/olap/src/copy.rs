@@ -103,11 +103,54 @@ pub(crate) fn key_hash(key: &[u8]) -> u64 {
     foldhash::fast::FixedState::with_seed(0x6f6c_6170).hash_one(key)
 }
 
+/// A chunk's (key hash, row) pairs, sorted, with a directory of where
+/// each run of equal top hash bits starts: a lookup reads one directory
+/// slot and a few pairs, not the 16 scattered probes of a binary search
+/// over 65,536 (each view and merge looks up every changed key in every
+/// chunk: `locate`). The directory costs 4 bytes per 4 rows.
+struct KeyIndex {
+    keys: Box<[(u64, u32)]>,
+    /// `dir[b]..dir[b + 1]`: the pairs whose hash's top `bits` bits are b.
+    dir: Box<[u32]>,
+    bits: u32,
+}
+
+impl KeyIndex {
+    fn new(mut keys: Vec<(u64, u32)>) -> KeyIndex {
+        keys.sort_unstable();
+        // About four pairs per slot.
+        let bits = (usize::BITS - keys.len().leading_zeros()).saturating_sub(2).min(16);
+        let slots = 1usize << bits;
+        let mut dir = Vec::with_capacity(slots + 1);
+        let mut at = 0usize;
+        for b in 0..slots as u64 {
+            while at < keys.len() && top_bits(keys[at].0, bits) < b {
+                at += 1;
+            }
+            dir.push(at as u32);
+        }
+        dir.push(keys.len() as u32);
+        KeyIndex { keys: keys.into(), dir: dir.into(), bits }
+    }
+
+    /// The rows whose key hashes to `hash`.
+    fn rows_of(&self, hash: u64) -> impl Iterator<Item = usize> + '_ {
+        let b = top_bits(hash, self.bits) as usize;
+        let slot = &self.keys[self.dir[b] as usize..self.dir[b + 1] as usize];
+        let start = slot.partition_point(|&(h, _)| h < hash);
+        slot[start..].iter().take_while(move |&&(h, _)| h == hash).map(|&(_, row)| row as usize)
+    }
+}
+
+fn top_bits(hash: u64, bits: u32) -> u64 {
+    if bits == 0 { 0 } else { hash >> (64 - bits) }
+}
+
 /// An immutable piece of a table's copy.
 pub(crate) struct Chunk {
     pub(crate) batch: RecordBatch,
-    /// (key hash, row) of every row, sorted.
-    keys: Arc<[(u64, u32)]>,
+    /// Every row's key hash.
+    keys: Arc<KeyIndex>,
     /// Rows still live (merged deletes clear them); None: all are.
     live: Option<BooleanBuffer>,
     pub(crate) live_rows: usize,
@@ -126,12 +169,7 @@ impl Chunk {
 
     /// The live row whose key is `key`.
     fn find(&self, layout: &Layout, hash: u64, key: &[u8], scratch: &mut Vec<u8>) -> Option<usize> {
-        let start = self.keys.partition_point(|&(h, _)| h < hash);
-        for &(h, row) in &self.keys[start..] {
-            if h != hash {
-                break;
-            }
-            let row = row as usize;
+        for row in self.keys.rows_of(hash) {
             if !self.is_live(row) {
                 continue;
             }
@@ -239,8 +277,8 @@ impl ChunkBuilder {
         let columns: Vec<ArrayRef> = self.cols.iter_mut().map(ColumnBuilder::finish).collect();
         let batch =
             RecordBatch::try_new(Arc::clone(&layout.arrow), columns).map_err(|e| OlapError::Arrow(e.to_string()))?;
-        self.keys.sort_unstable();
-        Ok(Chunk { batch, keys: self.keys.into(), live: None, live_rows: self.rows, plain_bytes: self.plain.into() })
+        let keys = Arc::new(KeyIndex::new(self.keys));
+        Ok(Chunk { batch, keys, live: None, live_rows: self.rows, plain_bytes: self.plain.into() })
     }
 }
 
@@ -265,6 +303,8 @@ pub(crate) struct DeltaEntry {
     key: Box<[u8]>,
     /// The row's image after the change; None: deleted.
     row: Option<Arc<[Value]>>,
+    /// An INSERT: the key had no live row just before.
+    inserted: bool,
 }
 
 /// The latest change of one row at or before some snapshot.
@@ -272,6 +312,14 @@ struct Visible {
     hash: u64,
     key: Box<[u8]>,
     row: Option<Arc<[Value]>>,
+    /// Whether the chunks may hold a row of the key. Not when the key's
+    /// first change in the delta is an INSERT: the chunks hold the table
+    /// at their base ts, before every delta entry, and a key live then
+    /// would have been deleted by an earlier entry (a key is inserted only
+    /// where none is live; the engine logs an update of a key as its
+    /// delete and an insert). TPC-C's inserted order lines then cost no
+    /// lookup in every chunk at each view and merge.
+    in_chunks: bool,
 }
 
 pub(crate) enum Phase {
@@ -414,7 +462,8 @@ impl TableCopy {
         assert!(st.delta.last().is_none_or(|e| e.ts <= ts), "changes applied out of commit order");
         let mut key = Vec::new();
         let hash = layout.key_of_row(row, &mut key);
-        st.delta.push(DeltaEntry { ts, hash, key: key.into(), row: image });
+        let inserted = matches!(change.op, RowOp::Insert);
+        st.delta.push(DeltaEntry { ts, hash, key: key.into(), row: image, inserted });
     }
 
     /// Installs the chunks built from a scan at `snapshot`; the changes
@@ -619,7 +668,7 @@ fn visible_delta(delta: &[DeltaEntry], upto: u64) -> Vec<Visible> {
             Some(&i) => out[i].row = e.row.clone(),
             None => {
                 at.insert(&e.key, out.len());
-                out.push(Visible { hash: e.hash, key: e.key.clone(), row: e.row.clone() });
+                out.push(Visible { hash: e.hash, key: e.key.clone(), row: e.row.clone(), in_chunks: !e.inserted });
             }
         }
     }
@@ -631,10 +680,14 @@ fn locate(layout: &Layout, chunks: &[Arc<Chunk>], visible: &[Visible]) -> Vec<Ve
     let mut dead = vec![Vec::new(); chunks.len()];
     let mut scratch = Vec::new();
     for v in visible {
+        if !v.in_chunks && !cfg!(debug_assertions) {
+            continue;
+        }
         let mut found = false;
         for (i, c) in chunks.iter().enumerate() {
             if let Some(r) = c.find(layout, v.hash, &v.key, &mut scratch) {
                 debug_assert!(!found, "two live rows of one key in a columnar copy");
+                debug_assert!(v.in_chunks, "a key inserted after the chunks' base ts is in a chunk");
                 found = true;
                 dead[i].push(r);
                 if !cfg!(debug_assertions) {
@@ -644,4 +697,28 @@ fn locate(layout: &Layout, chunks: &[Arc<Chunk>], visible: &[Visible]) -> Vec<Ve
         }
     }
     dead
+}
+
+#[cfg(test)]
+mod tests {
+    use super::KeyIndex;
+
+    /// Every row is found under its hash and under no other, whatever the
+    /// size (directories of 0 to 16 bits) and with equal hashes side by side.
+    #[test]
+    fn a_key_index_finds_every_row_under_its_hash_only() {
+        for n in [0usize, 1, 3, 4, 5, 17, 1000, 65_536] {
+            let hash = |i: usize| {
+                let h = (i as u64 / 2).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                if i.is_multiple_of(7) { h | (1 << 63) } else { h } // both halves of the top bit
+            };
+            let index = KeyIndex::new((0..n).map(|i| (hash(i), i as u32)).collect());
+            for i in 0..n {
+                let rows: Vec<usize> = index.rows_of(hash(i)).collect();
+                assert!(rows.contains(&i), "n {n}: row {i} not found");
+                assert!(rows.iter().all(|&r| hash(r) == hash(i)), "n {n}: rows {rows:?} under another's hash");
+            }
+            assert_eq!(index.rows_of(0x1234_5678_9abc_def1).count(), 0, "n {n}: a hash no row has");
+        }
+    }
 }

@@ -182,22 +182,20 @@ impl Target for EmbeddedTarget {
     }
 
     fn analytic_route(&self) -> Option<crate::target::AnalyticRoute> {
+        // None without copies running: nothing to report.
         let conn = Connection::new(self.db.clone());
+        let (upkeep, delta_rows) = conn.analytics_upkeep()?;
         let (columnar, fallbacks) = conn.columnar_statements();
-        let mut route = crate::target::AnalyticRoute {
+        Some(crate::target::AnalyticRoute {
             columnar,
             fallbacks,
             last_fallback: conn.columnar_last_fallback(),
-            ..Default::default()
-        };
-        if let Some((upkeep, delta_rows)) = conn.analytics_upkeep() {
-            route.catch_up_waits = upkeep.waits;
-            route.catch_up_wait_ms = upkeep.wait_total_us as f64 / 1000.0;
-            route.merges = upkeep.merges;
-            route.merged_rows = upkeep.merged_rows;
-            route.delta_rows = delta_rows;
-        }
-        Some(route)
+            catch_up_waits: upkeep.waits,
+            catch_up_wait_ms: upkeep.wait_total_us as f64 / 1000.0,
+            merges: upkeep.merges,
+            merged_rows: upkeep.merged_rows,
+            delta_rows,
+        })
     }
 
     fn bulk_load_method(&self) -> &'static str {
