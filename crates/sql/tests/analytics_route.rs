@@ -220,6 +220,15 @@ fn columnar_answers_equal_the_row_path() {
         for side in ["pgtier_side_0", "pgtier_side_1"] {
             assert!(plan.iter().any(|l| l.starts_with(&format!("  Values per key ({side}): SELECT"))), "{plan:?}");
         }
+        // A per-key query groups only the keys the enclosing level's own
+        // conditions leave (TPC-H Q17: one brand and container's parts).
+        let plan = rows(
+            &mut conn,
+            "EXPLAIN SELECT count(*) FROM ord, cust WHERE c_id = o_cust AND c_seg = 'BUILDING' \
+             AND o_total < (SELECT 0.9 * avg(o2.o_total) FROM ord o2 WHERE o2.o_cust = c_id)",
+        );
+        let per_key = plan.iter().find(|l| l.starts_with("  Values per key")).unwrap();
+        assert!(per_key.contains(" IN (SELECT ") && per_key.contains("c_seg"), "{plan:?}");
         let plan = rows(&mut conn, "EXPLAIN SELECT o_id FROM ord GROUP BY o_id HAVING sum(o_qty) > 45");
         assert!(plan[1].contains(" GROUP BY k0 HAVING (CAST(sum(v0) AS BIGINT) > "), "{plan:?}");
         let plan = rows(

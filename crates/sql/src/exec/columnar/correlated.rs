@@ -27,7 +27,7 @@
 use super::aggregate::sum_kind;
 use super::reshape;
 use super::side::{side_type, side_values};
-use super::translate::{Cols, From, Kind, Res, Shape, Sql, Translator, aliased, cast, comparable, sql};
+use super::translate::{Cols, From, Kind, LevelText, Res, Shape, Sql, Translator, aliased, cast, comparable, sql};
 use crate::expr::{Expr, Subquery, SubqueryKind};
 use crate::plan::{AggFunc, AggPlan, SelectPlan};
 use pgtier_engine::{DataType, Value};
@@ -41,7 +41,11 @@ impl Translator<'_> {
             return Err("a correlated subquery with LIMIT, OFFSET, DISTINCT ON or windows".into());
         }
         self.outer.push(cx.0.to_vec());
+        let where_of = self.in_where.take();
+        self.outer_levels.push(where_of.and_then(|i| self.from_levels.get(i).cloned()));
         let translated = self.correlated_body(s, plan, cx);
+        self.outer_levels.pop();
+        self.in_where = where_of;
         self.outer.pop();
         translated
     }
@@ -130,11 +134,18 @@ impl Translator<'_> {
             Ok(_) => return Err("a value over no rows that is not NULL".into()),
             Err(e) => return Err(format!("a value over no rows that fails: {}", e.message)),
         }
+        let enclosing = self.outer.last().cloned().unwrap_or_default();
+        let levels = self.outer_levels.last().cloned().flatten().unwrap_or_default();
         // The grouped query stands alone: any reference to the enclosing
         // row but the keys taken out is refused (an empty row reads none).
         self.outer.push(Vec::new());
         let mut keys = Vec::new();
-        let grouped = self.keyed_from(plan, Some(&mut keys)).and_then(|from| {
+        let grouped = self.keyed_from(plan, Some(&mut keys)).and_then(|mut from| {
+            for (x, c) in &keys {
+                if let Some(only) = self.keys_restriction(x, *c, &from, &enclosing, &levels)? {
+                    from.conditions.push(only);
+                }
+            }
             let grouped = AggPlan {
                 group_by: keys.iter().map(|(x, _)| x.clone()).collect(),
                 aggs: agg.aggs.clone(),
@@ -195,6 +206,29 @@ impl Translator<'_> {
         }
         self.sides.push(SideTable { name, columns, rows });
         Ok(out)
+    }
+}
+
+impl Translator<'_> {
+    /// `x IN (SELECT <enclosing column c> FROM <its level> WHERE <that
+    /// level's own conditions>)`: the keys an enclosing row can bring,
+    /// or a superset of them (TPC-H Q17: the 200-odd parts of one brand
+    /// and container, not lineitem's 200,000 part keys). None when column
+    /// c's level has no condition of its own, or none is known.
+    fn keys_restriction(
+        &mut self,
+        x: &Expr,
+        c: usize,
+        from: &From,
+        enclosing: &[Option<Sql>],
+        levels: &[LevelText],
+    ) -> Res<Option<String>> {
+        let Some(level) = levels.iter().find(|l| l.columns.contains(&c) && !l.conditions.is_empty()) else {
+            return Ok(None);
+        };
+        let Some(outer) = enclosing.get(c).cloned().flatten() else { return Ok(None) };
+        let (x, outer) = comparable(self.expr(x, &Cols(&from.columns))?, outer)?;
+        Ok(Some(format!("({x} IN (SELECT {outer} FROM {} WHERE {}))", level.relation, level.conditions.join(" AND "))))
     }
 }
 

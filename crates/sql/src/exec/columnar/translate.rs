@@ -174,6 +174,9 @@ pub(crate) fn translate(plan: &SelectPlan, cx: &mut dyn Context) -> Res<Translat
         outer: Vec::new(),
         sides: Vec::new(),
         side_queries: Vec::new(),
+        from_levels: Vec::new(),
+        in_where: None,
+        outer_levels: Vec::new(),
     };
     let from = t.from(plan)?;
     match &plan.agg {
@@ -311,6 +314,27 @@ pub(super) struct Translator<'c> {
     /// See [`Translation::sides`].
     pub(super) sides: Vec<SideTable>,
     pub(super) side_queries: Vec<(String, String)>,
+    /// Per FROM being translated (innermost last), its inner-joined levels
+    /// so far with the conditions that read them alone (correlated.rs
+    /// restricts a per-key query to the keys such a level can give).
+    pub(super) from_levels: Vec<Vec<LevelText>>,
+    /// The index in `from_levels` of the FROM whose WHERE conjunct is
+    /// being translated now (None in a select list, HAVING or ON, whose
+    /// rows are not that FROM's joined row).
+    pub(super) in_where: Option<usize>,
+    /// Per correlated subquery being translated (as `outer`), the levels
+    /// of the FROM whose conjunct holds it, when one does.
+    pub(super) outer_levels: Vec<Option<Vec<LevelText>>>,
+}
+
+/// A level of a FROM as translated: its columns' positions in the joined
+/// row, its relation (`"part" AS t0_1`), and the WHERE conjuncts that read
+/// only it (no subquery).
+#[derive(Clone)]
+pub(super) struct LevelText {
+    pub(super) columns: std::ops::Range<usize>,
+    pub(super) relation: String,
+    pub(super) conditions: Vec<String>,
 }
 
 /// Values beyond this many in a subquery's IN list keep the row path.
@@ -340,12 +364,24 @@ impl Translator<'_> {
     /// taken out into `keys` as (x, c) instead of translated, and any other
     /// reference to the enclosing row is refused (correlated.rs groups by
     /// the keys).
-    pub(super) fn keyed_from(&mut self, plan: &SelectPlan, mut keys: Option<&mut Vec<(Expr, usize)>>) -> Res<From> {
+    pub(super) fn keyed_from(&mut self, plan: &SelectPlan, keys: Option<&mut Vec<(Expr, usize)>>) -> Res<From> {
         if plan.levels.is_empty() {
             return Err("no FROM".into());
         }
         let prefix = format!("t{}_", self.depth);
         self.depth += 1;
+        self.from_levels.push(Vec::new());
+        let from = self.keyed_from_levels(plan, &prefix, keys);
+        self.from_levels.pop();
+        from
+    }
+
+    fn keyed_from_levels(
+        &mut self,
+        plan: &SelectPlan,
+        prefix: &str,
+        mut keys: Option<&mut Vec<(Expr, usize)>>,
+    ) -> Res<From> {
         let mut columns: Vec<Option<Sql>> = vec![None; plan.width];
         let mut text = String::new();
         let mut conditions = Vec::new();
@@ -395,11 +431,27 @@ impl Translator<'_> {
                 let _ = write!(text, " LEFT JOIN {relation} ON {on}");
             } else {
                 if l == 0 {
-                    text = relation;
+                    text = relation.clone();
                 } else {
                     let _ = write!(text, " CROSS JOIN {relation}");
                 }
-                for e in &own {
+                // Conjuncts without a subquery first: the level's record is
+                // complete before a correlated subquery among the others
+                // looks at it.
+                let columns = level.offset..level.offset + level.table.columns.len();
+                let mut alone = Vec::new();
+                let (plain, with_subquery): (Vec<&Expr>, Vec<&Expr>) = own.iter().partition(|e| !e.has_subquery());
+                for e in plain {
+                    let before = conditions.len();
+                    self.where_condition(e, &cx, keys.as_deref_mut(), &mut conditions)?;
+                    if conditions.len() > before && reads_only(e, &columns) {
+                        alone.extend(conditions.last().cloned());
+                    }
+                }
+                if let Some(levels) = self.from_levels.last_mut() {
+                    levels.push(LevelText { columns, relation, conditions: alone });
+                }
+                for e in with_subquery {
                     self.where_condition(e, &cx, keys.as_deref_mut(), &mut conditions)?;
                 }
             }
@@ -414,8 +466,22 @@ impl Translator<'_> {
         Ok(From { text, conditions, columns })
     }
 
-    /// A WHERE conjunct into `conditions`, or into `keys` (see [`Translator::keyed_from`]).
+    /// A WHERE conjunct of the innermost FROM into `conditions`, or into
+    /// `keys` (see [`Translator::keyed_from`]).
     fn where_condition(
+        &mut self,
+        e: &Expr,
+        cx: &Cols<'_>,
+        keys: Option<&mut Vec<(Expr, usize)>>,
+        conditions: &mut Vec<String>,
+    ) -> Res<()> {
+        let enclosing = self.in_where.replace(self.from_levels.len().saturating_sub(1));
+        let done = self.where_conjunct(e, cx, keys, conditions);
+        self.in_where = enclosing;
+        done
+    }
+
+    fn where_conjunct(
         &mut self,
         e: &Expr,
         cx: &Cols<'_>,
@@ -848,6 +914,18 @@ impl Translator<'_> {
             _ => Err("this kind of subquery".into()),
         }
     }
+}
+
+/// Whether `e` reads no column outside `columns` of the joined row, nor the
+/// enclosing row (its constants and parameters aside).
+fn reads_only(e: &Expr, columns: &std::ops::Range<usize>) -> bool {
+    let mut only = true;
+    e.walk(&mut |x| match x {
+        Expr::Column(c) => only &= columns.contains(c),
+        Expr::Outer(_) => only = false,
+        _ => {}
+    });
+    only
 }
 
 /// Whether `e` reads the enclosing query's row (not counting subqueries
