@@ -54,8 +54,9 @@ pub struct HtapArgs {
     /// CH-benCHmark's test-only scale: 1,000 items and 300 customers per district instead of 100,000 and 3,000
     #[arg(long)]
     ch_test_scale: bool,
-    /// CH-benCHmark TPC-C client sessions
-    #[arg(long, value_name = "N", default_value_t = 2)]
+    /// CH-benCHmark TPC-C client sessions (the and study 004's "one OLTP and one analytic stream"; 2
+    /// oversubscribes 2 CPUs with the analytic stream beside them)
+    #[arg(long, value_name = "N", default_value_t = 1)]
     ch_clients: u32,
     /// CH-benCHmark analytic streams
     #[arg(long, value_name = "N", default_value_t = 1)]
