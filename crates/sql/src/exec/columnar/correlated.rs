@@ -165,8 +165,7 @@ impl Translator<'_> {
         for (i, kind) in key_kinds.iter().enumerate() {
             columns.push((format!("k{i}"), side_type(*kind).ok_or_else(|| format!("a key of kind {kind:?}"))?));
         }
-        // Named by side_queries, which EXPLAIN fills too (sides stay empty there).
-        let name = format!("pgtier_side_{}", self.side_queries.len());
+        let name = self.side_name();
         let alias = format!("s{}", self.depth);
         self.depth += 1;
         let mut matches = Vec::with_capacity(groups);
@@ -179,7 +178,7 @@ impl Translator<'_> {
         let read = |column: &str| {
             format!("(SELECT max({alias}.{column}) FROM {name} AS {alias} WHERE {})", matches.join(" AND "))
         };
-        self.side_queries.push((name.clone(), format!("Values per key ({name}): {query}")));
+        self.side_queries.push(format!("Values per key ({name}): {query}"));
         let Some(answer) = self.cx.analytic_rows(&query, &self.sides) else {
             // EXPLAIN: the values are computed when the statement runs.
             let kind =

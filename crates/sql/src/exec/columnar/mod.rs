@@ -157,10 +157,12 @@ impl Exec<'_> {
             return Ok(None);
         }
         // A dry translation first, running nothing: a plan that does not
-        // translate computes no subquery or side table for nothing (the
-        // row path would compute them again).
-        if translate(plan, &mut Explaining { analytics }).is_err() {
-            return Ok(None);
+        // translate, or that `auto` leaves on the row path, computes no
+        // subquery or side table for nothing (the row path would compute
+        // them again). The largest scan does not depend on what runs.
+        match translate(plan, &mut Explaining { analytics }) {
+            Ok(dry) if mode != AnalyticsMode::Auto || dry.largest_scan >= AUTO_MIN_ROWS => {}
+            _ => return Ok(None),
         }
         let translation = {
             let mut cx = Running { exec: self, env, analytics };
@@ -169,9 +171,6 @@ impl Exec<'_> {
                 Err(_) => return Ok(None),
             }
         };
-        if mode == AnalyticsMode::Auto && translation.largest_scan < AUTO_MIN_ROWS {
-            return Ok(None);
-        }
         let snapshot = self.txn.snapshot_ts();
         match analytics.olap.query_rows_with(&translation.sql, snapshot, &translation.sides) {
             Ok(rows) => {
@@ -260,7 +259,7 @@ pub fn explain_route(plan: &SelectPlan, analytics: Option<&Analytics>, mode: Ana
         format!("Analytics: columnar copy of {} (DataFusion)", translation.tables.join(", ")),
         format!("  Analytic Query: {}", translation.sql),
     ];
-    for (_, line) in &translation.side_queries {
+    for line in &translation.side_queries {
         lines.push(format!("  {line}"));
     }
     lines

@@ -52,15 +52,14 @@ impl Translator<'_> {
                 side_type(kind).filter(|t| t == ty).ok_or_else(|| format!("a column of type {}", ty.pg_name()))?;
             }
         }
-        // Named by side_queries, which EXPLAIN fills too (sides stay empty there).
-        let name = format!("pgtier_side_{}", self.side_queries.len());
+        let name = self.side_name();
         let Some(rows) = self.cx.derived_rows(plan) else {
             // EXPLAIN: the subquery's own analytic query, when it has one.
             let described = match translate(plan, &mut *self.cx) {
                 Ok(t) => format!("its own analytic query: {}", t.sql),
                 Err(why) => format!("on the row path ({why})"),
             };
-            self.side_queries.push((name.clone(), format!("Rows of a subquery in FROM ({name}), {described}")));
+            self.side_queries.push(format!("Rows of a subquery in FROM ({name}), {described}"));
             let columns = types.iter().map(|ty| (derived_kind(*ty), matches!(ty, DataType::Numeric { .. }))).collect();
             return Ok((name, columns));
         };
@@ -83,7 +82,7 @@ impl Translator<'_> {
             kinds.push((kind, scales));
         }
         columns.extend(scale_columns);
-        self.side_queries.push((name.clone(), format!("Rows of a subquery in FROM ({name}), computed first")));
+        self.side_queries.push(format!("Rows of a subquery in FROM ({name}), computed first"));
         self.sides.push(SideTable { name: name.clone(), columns, rows });
         Ok((name, kinds))
     }

@@ -157,8 +157,8 @@ pub(crate) struct Translation {
     /// Values pgtier computed for the query (correlated.rs), registered
     /// beside the copies under their names.
     pub sides: Vec<SideTable>,
-    /// Each side table's name and EXPLAIN's line on where its rows came from.
-    pub side_queries: Vec<(String, String)>,
+    /// EXPLAIN's line per side table: where its rows came from.
+    pub side_queries: Vec<String>,
 }
 
 /// Translates `plan` (a top-level SELECT's plan) up to its aggregation.
@@ -313,7 +313,7 @@ pub(super) struct Translator<'c> {
     pub(super) outer: Vec<Vec<Option<Sql>>>,
     /// See [`Translation::sides`].
     pub(super) sides: Vec<SideTable>,
-    pub(super) side_queries: Vec<(String, String)>,
+    pub(super) side_queries: Vec<String>,
     /// Per FROM being translated (innermost last), its inner-joined levels
     /// so far with the conditions that read them alone (correlated.rs
     /// restricts a per-key query to the keys such a level can give).
@@ -353,6 +353,12 @@ impl Translator<'_> {
             sides: self.sides,
             side_queries: self.side_queries,
         }
+    }
+
+    /// The next side table's name, numbered by `side_queries` (which
+    /// EXPLAIN fills too, while `sides` stays empty there).
+    pub(super) fn side_name(&self) -> String {
+        format!("pgtier_side_{}", self.side_queries.len())
     }
 
     pub(super) fn from(&mut self, plan: &SelectPlan) -> Res<From> {
