@@ -214,16 +214,20 @@ impl Chunk {
         }
     }
 
-    /// The live part of the batch.
-    pub(crate) fn live_batch(&self, also_dead: Option<&BooleanBuffer>) -> Result<RecordBatch> {
+    /// The live rows of `columns` (layout positions). Projected before it
+    /// is filtered: a chunk with dead rows is copied, and a query reads a
+    /// few of a table's columns (TPC-C's stock has 17, ten of them
+    /// 24-character strings), so the copy is of those few.
+    pub(crate) fn live_columns(&self, columns: &[usize], also_dead: Option<&BooleanBuffer>) -> Result<RecordBatch> {
+        let arrow = |e: arrow_schema::ArrowError| OlapError::Arrow(e.to_string());
+        let projected = self.batch.project(columns).map_err(arrow)?;
         let mask = match (&self.live, also_dead) {
-            (None, None) => return Ok(self.batch.clone()),
+            (None, None) => return Ok(projected),
             (Some(l), None) => l.clone(),
             (None, Some(m)) => m.clone(),
             (Some(l), Some(m)) => l & m,
         };
-        arrow_select::filter::filter_record_batch(&self.batch, &BooleanArray::new(mask, None))
-            .map_err(|e| OlapError::Arrow(e.to_string()))
+        arrow_select::filter::filter_record_batch(&projected, &BooleanArray::new(mask, None)).map_err(arrow)
     }
 
     /// Bytes of Arrow memory per column.
@@ -300,17 +304,31 @@ fn chunks_of(layout: &Layout, rows: &[Vec<Value>]) -> Result<Vec<Arc<Chunk>>> {
 pub(crate) struct DeltaEntry {
     ts: CommitTs,
     hash: u64,
-    key: Box<[u8]>,
+    key: Arc<[u8]>,
     /// The row's image after the change; None: deleted.
     row: Option<Arc<[Value]>>,
     /// An INSERT: the key had no live row just before.
     inserted: bool,
+    /// Where the key's live row is in the current chunks, once a view or
+    /// merge has looked ([`UNLOCATED`] before, [`NOT_IN_CHUNKS`]): the
+    /// chunks change only at a merge, which forgets every entry's, so each
+    /// changed key is looked up once per merge, not once per view.
+    located: u64,
+}
+
+/// [`DeltaEntry::located`] not known yet.
+const UNLOCATED: u64 = u64::MAX;
+/// [`DeltaEntry::located`]: no live row of the key in the chunks.
+const NOT_IN_CHUNKS: u64 = u64::MAX - 1;
+
+fn location(chunk: usize, row: usize) -> u64 {
+    ((chunk as u64) << 32) | row as u64
 }
 
 /// The latest change of one row at or before some snapshot.
 struct Visible {
     hash: u64,
-    key: Box<[u8]>,
+    key: Arc<[u8]>,
     row: Option<Arc<[Value]>>,
     /// Whether the chunks may hold a row of the key. Not when the key's
     /// first change in the delta is an INSERT: the chunks hold the table
@@ -320,6 +338,10 @@ struct Visible {
     /// delete and an insert). TPC-C's inserted order lines then cost no
     /// lookup in every chunk at each view and merge.
     in_chunks: bool,
+    /// The delta position of the key's first entry up to the snapshot, and
+    /// that entry's [`DeltaEntry::located`].
+    first: usize,
+    located: u64,
 }
 
 pub(crate) enum Phase {
@@ -352,25 +374,54 @@ pub(crate) struct TableCopy {
     delta_rows_max: usize,
 }
 
-/// What a reader gets: the chunks with their masks, and the delta rows.
+/// What a reader gets: the chunks with their masks, and the delta rows
+/// (in Arrow form only for the columns a query asks for).
 pub struct TableView {
     pub(crate) layout: Arc<Layout>,
     parts: Vec<(Arc<Chunk>, Option<BooleanBuffer>)>,
-    delta: Option<RecordBatch>,
+    delta: Vec<Arc<[Value]>>,
 }
 
 impl TableView {
     /// The rows as Arrow batches (every column, the hidden row id included).
     pub fn batches(&self) -> Result<Vec<RecordBatch>> {
+        let all: Vec<usize> = (0..self.layout.table.columns.len()).collect();
+        self.batches_of(&all)
+    }
+
+    /// The rows' `columns` (layout positions, in that order) as Arrow
+    /// batches: chunks projected, then filtered; the delta rows converted.
+    pub fn batches_of(&self, columns: &[usize]) -> Result<Vec<RecordBatch>> {
         let mut out = Vec::with_capacity(self.parts.len() + 1);
         for (chunk, mask) in &self.parts {
-            let b = chunk.live_batch(mask.as_ref())?;
+            let b = chunk.live_columns(columns, mask.as_ref())?;
             if b.num_rows() > 0 {
                 out.push(b);
             }
         }
-        out.extend(self.delta.iter().cloned());
+        if !self.delta.is_empty() {
+            out.push(self.delta_batch(columns)?);
+        }
         Ok(out)
+    }
+
+    fn delta_batch(&self, columns: &[usize]) -> Result<RecordBatch> {
+        let layout = &self.layout;
+        let schema = Arc::new(layout.arrow.project(columns).map_err(|e| OlapError::Arrow(e.to_string()))?);
+        let mut arrays = Vec::with_capacity(columns.len());
+        for &c in columns {
+            let mut builder = ColumnBuilder::new(layout.arrow.field(c).data_type(), self.delta.len());
+            for row in &self.delta {
+                builder.append(row[c].as_ref()).map_err(|reason| OlapError::ValueNotRepresentable {
+                    table: layout.table.name.clone(),
+                    column: layout.table.columns[c].name.clone(),
+                    reason,
+                })?;
+            }
+            arrays.push(builder.finish());
+        }
+        let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(self.delta.len()));
+        RecordBatch::try_new_with_options(schema, arrays, &options).map_err(|e| OlapError::Arrow(e.to_string()))
     }
 
     /// The rows as engine values, every column (as `RowRef::values` gives
@@ -395,7 +446,7 @@ impl TableView {
                 None => c.live_rows,
             })
             .sum();
-        chunk_rows + self.delta.as_ref().map_or(0, RecordBatch::num_rows)
+        chunk_rows + self.delta.len()
     }
 
     /// The Arrow schema of [`TableView::batches`].
@@ -463,7 +514,7 @@ impl TableCopy {
         let mut key = Vec::new();
         let hash = layout.key_of_row(row, &mut key);
         let inserted = matches!(change.op, RowOp::Insert);
-        st.delta.push(DeltaEntry { ts, hash, key: key.into(), row: image, inserted });
+        st.delta.push(DeltaEntry { ts, hash, key: key.into(), row: image, inserted, located: UNLOCATED });
     }
 
     /// Installs the chunks built from a scan at `snapshot`; the changes
@@ -514,7 +565,8 @@ impl TableCopy {
             (Arc::clone(&st.chunks), visible_delta(&st.delta, snapshot))
         };
         let layout = &self.layout;
-        let dead = locate(layout, &chunks, &visible);
+        let (dead, found) = locate(layout, &chunks, &visible);
+        self.remember(&chunks, &found);
         let parts = chunks
             .iter()
             .zip(dead)
@@ -529,25 +581,7 @@ impl TableCopy {
                 (Arc::clone(c), mask)
             })
             .collect();
-        let images: Vec<&Arc<[Value]>> = visible.iter().filter_map(|v| v.row.as_ref()).collect();
-        let delta = if images.is_empty() {
-            None
-        } else {
-            let mut b = ChunkBuilder::new(layout, images.len().min(layout.chunk_rows));
-            let mut batches = Vec::new();
-            for img in images {
-                if b.len() == layout.chunk_rows {
-                    let full = std::mem::replace(&mut b, ChunkBuilder::new(layout, layout.chunk_rows));
-                    batches.push(full.finish(layout)?.batch);
-                }
-                b.push(layout, 0, |c| img[c].as_ref())?;
-            }
-            batches.push(b.finish(layout)?.batch);
-            Some(
-                arrow_select::concat::concat_batches(&layout.arrow, &batches)
-                    .map_err(|e| OlapError::Arrow(e.to_string()))?,
-            )
-        };
+        let delta = visible.into_iter().filter_map(|v| v.row).collect();
         Ok(TableView { layout: Arc::clone(layout), parts, delta })
     }
 
@@ -566,7 +600,7 @@ impl TableCopy {
             (Arc::clone(&st.chunks), visible_delta(&st.delta, upto), st.base_ts)
         };
         let layout = &self.layout;
-        let dead = locate(layout, &chunks, &visible);
+        let (dead, _) = locate(layout, &chunks, &visible);
         let mut next: Vec<Arc<Chunk>> = Vec::with_capacity(chunks.len() + 1);
         for (c, rows) in chunks.iter().zip(dead) {
             if rows.is_empty() {
@@ -602,11 +636,32 @@ impl TableCopy {
         }
         let before = st.delta.len();
         st.delta.retain(|e| e.ts.get() > upto);
+        for e in &mut st.delta {
+            e.located = UNLOCATED;
+        }
         st.chunks = Arc::new(next);
         st.base_ts = upto;
         st.merges += 1;
         st.last_merge = Instant::now();
         Ok(before - st.delta.len())
+    }
+
+    /// Records where `locate` found keys in `chunks`, if those are still
+    /// the copy's chunks: then no merge ran since, and the delta positions
+    /// are the same (changes are only appended between merges).
+    fn remember(&self, chunks: &Arc<Vec<Arc<Chunk>>>, found: &[Found]) {
+        if found.is_empty() {
+            return;
+        }
+        let mut st = self.state.lock();
+        if !matches!(st.phase, Phase::Ready) || !Arc::ptr_eq(&st.chunks, chunks) {
+            return;
+        }
+        for f in found {
+            let e = &mut st.delta[f.position];
+            assert_eq!(e.hash, f.hash, "a delta position moved without a merge");
+            e.located = f.located;
+        }
     }
 
     /// (unmerged delta entries, ts of the oldest, time since the last merge)
@@ -658,45 +713,97 @@ fn fail(st: &mut CopyState, column: String, reason: String) {
     st.chunks = Arc::new(Vec::new());
 }
 
-/// Each row's latest change at or before `upto`, one per key.
+/// Each row's latest change at or before `upto`, one per key. Run under
+/// the copy's mutex at every view and merge: keyed by the hash each entry
+/// already carries (keys of equal hash chained and compared), and nothing
+/// copied but reference counts.
 fn visible_delta(delta: &[DeltaEntry], upto: u64) -> Vec<Visible> {
-    let mut at: std::collections::HashMap<&[u8], usize, foldhash::fast::FixedState> =
-        std::collections::HashMap::with_hasher(foldhash::fast::FixedState::with_seed(1));
+    const NONE: u32 = u32::MAX;
+    let mut first: std::collections::HashMap<u64, u32, foldhash::fast::FixedState> =
+        std::collections::HashMap::with_capacity_and_hasher(delta.len(), foldhash::fast::FixedState::with_seed(1));
     let mut out: Vec<Visible> = Vec::new();
-    for e in delta.iter().take_while(|e| e.ts.get() <= upto) {
-        match at.get(&*e.key) {
-            Some(&i) => out[i].row = e.row.clone(),
-            None => {
-                at.insert(&e.key, out.len());
-                out.push(Visible { hash: e.hash, key: e.key.clone(), row: e.row.clone(), in_chunks: !e.inserted });
+    // out[i]'s next key of the same hash.
+    let mut same_hash: Vec<u32> = Vec::new();
+    for (position, e) in delta.iter().enumerate().take_while(|(_, e)| e.ts.get() <= upto) {
+        let fresh = Visible {
+            hash: e.hash,
+            key: Arc::clone(&e.key),
+            row: e.row.clone(),
+            in_chunks: !e.inserted,
+            first: position,
+            located: e.located,
+        };
+        let mut at = match first.entry(e.hash) {
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(out.len() as u32);
+                out.push(fresh);
+                same_hash.push(NONE);
+                continue;
             }
+            std::collections::hash_map::Entry::Occupied(slot) => *slot.get() as usize,
+        };
+        loop {
+            if out[at].key == e.key {
+                out[at].row = fresh.row;
+                break;
+            }
+            if same_hash[at] == NONE {
+                same_hash[at] = out.len() as u32;
+                out.push(fresh);
+                same_hash.push(NONE);
+                break;
+            }
+            at = same_hash[at] as usize;
         }
     }
     out
 }
 
-/// Per chunk, the live rows the visible changes replace.
-fn locate(layout: &Layout, chunks: &[Arc<Chunk>], visible: &[Visible]) -> Vec<Vec<usize>> {
+/// A key looked up for the first time since the last merge: its first
+/// entry's delta position, hash and [`DeltaEntry::located`].
+struct Found {
+    position: usize,
+    hash: u64,
+    located: u64,
+}
+
+/// Per chunk, the live rows the visible changes replace; and the keys
+/// looked up here for [`TableCopy::remember`].
+fn locate(layout: &Layout, chunks: &[Arc<Chunk>], visible: &[Visible]) -> (Vec<Vec<usize>>, Vec<Found>) {
     let mut dead = vec![Vec::new(); chunks.len()];
+    let mut found = Vec::new();
     let mut scratch = Vec::new();
-    for v in visible {
-        if !v.in_chunks && !cfg!(debug_assertions) {
-            continue;
-        }
-        let mut found = false;
+    let mut search = |v: &Visible| {
+        let mut at = NOT_IN_CHUNKS;
         for (i, c) in chunks.iter().enumerate() {
             if let Some(r) = c.find(layout, v.hash, &v.key, &mut scratch) {
-                debug_assert!(!found, "two live rows of one key in a columnar copy");
-                debug_assert!(v.in_chunks, "a key inserted after the chunks' base ts is in a chunk");
-                found = true;
-                dead[i].push(r);
+                debug_assert!(at == NOT_IN_CHUNKS, "two live rows of one key in a columnar copy");
+                at = location(i, r);
                 if !cfg!(debug_assertions) {
                     break;
                 }
             }
         }
+        at
+    };
+    for v in visible {
+        if !v.in_chunks {
+            debug_assert!(search(v) == NOT_IN_CHUNKS, "a key inserted after the chunks' base ts is in a chunk");
+            continue;
+        }
+        let at = if v.located == UNLOCATED {
+            let at = search(v);
+            found.push(Found { position: v.first, hash: v.hash, located: at });
+            at
+        } else {
+            debug_assert_eq!(search(v), v.located, "a remembered location is not the key's row");
+            v.located
+        };
+        if at != NOT_IN_CHUNKS {
+            dead[(at >> 32) as usize].push((at & u64::from(u32::MAX)) as usize);
+        }
     }
-    dead
+    (dead, found)
 }
 
 #[cfg(test)]

@@ -64,14 +64,21 @@ impl TableProvider for SnapshotTable {
     ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
         let external = |e: OlapError| DataFusionError::External(Box::new(e));
         let view = self.copy.view(self.snapshot.get()).map_err(external)?;
-        let visible = view.visible_columns().to_vec();
-        let batches = view.batches().map_err(external)?;
+        // Only the columns the plan reads are copied out of masked chunks
+        // and converted from the delta's rows.
+        let wanted: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..self.schema.fields().len()).collect(),
+        };
+        let columns: Vec<usize> = wanted.iter().map(|&i| view.visible_columns()[i]).collect();
+        let schema = Arc::new(self.schema.project(&wanted)?);
+        let batches = view.batches_of(&columns).map_err(external)?;
         let mut parts: Vec<Vec<RecordBatch>> = vec![Vec::new(); self.partitions.min(batches.len()).max(1)];
         let n = parts.len();
         for (i, b) in batches.into_iter().enumerate() {
-            parts[i % n].push(b.project(&visible)?);
+            parts[i % n].push(b);
         }
-        let exec = MemorySourceConfig::try_new_exec(&parts, Arc::clone(&self.schema), projection.cloned())?;
+        let exec = MemorySourceConfig::try_new_exec(&parts, schema, None)?;
         Ok(exec)
     }
 }
