@@ -72,13 +72,13 @@ fn ch_benchmark_runs_all_phases_and_compares_every_answer() {
     assert!(q1.side(SideKind::Postgresql).and_then(|s| s.rows).unwrap() >= 5, "Q1 groups by ol_number");
 
     for s in &report.sides {
-        for kind in [PhaseKind::OltpAlone, PhaseKind::Together] {
+        for kind in [PhaseKind::OltpAlone, PhaseKind::Together, PhaseKind::OltpAloneAgain] {
             assert!(s.nopm(kind).is_some_and(|n| n > 0.0), "{:?} {kind:?}: {:?}", s.side, s.phase(kind));
         }
         let olap = s.phase(PhaseKind::OlapAlone).and_then(|p| p.analytic.as_ref()).unwrap();
         assert!(olap.completed > 0 || olap.outside_window > 0, "{:?}: no query ran: {olap:?}", s.side);
         assert!(s.phase(PhaseKind::Together).and_then(|p| p.analytic.as_ref()).is_some());
-        assert!(s.nopm_kept_pct().is_some(), "{:?}", s.side);
+        assert!(s.nopm_kept_pct().is_some() && s.nopm_alone_drift_pct().is_some(), "{:?}", s.side);
         assert!(s.checks_passed(), "{:?}: {:#?}", s.side, s.checks);
         // The OLTP stream of phase a added order lines before phase b.
         let lines = |k| s.phase(k).and_then(|p| p.order_lines_before).unwrap();

@@ -21,12 +21,13 @@ CH-benCHmark (Cole et al. 2011): TPC-C's nine tables populated as `pgtier bench 
 (--warehouses), plus supplier (10,000 rows), nation (62) and region (5), loaded from --seed on
 every target. Right after the load, each of the 22 analytic queries runs once on every target and
 its answer is compared with PostgreSQL's (identical / DIFFERENT / refused / timeout). Then, on each
-target in turn, three phases of --rampup + --duration seconds:
+target in turn, four phases of --rampup + --duration seconds:
   a. OLTP alone      --clients TPC-C clients (no keying or thinking time): NOPM
   b. OLAP alone      --analytic-streams streams, each running Q1..Q22 in order, over and over:
                      per-query median time, queries per hour
-  c. both at once    the clients and the streams together: NOPM kept (% of a), each query's
-                     median change (% of b)
+  c. both at once    the clients and the streams together: NOPM kept (% of the mean of a and
+                     d), each query's median change (% of b)
+  d. OLTP alone again, as a: the difference from a (drift) is the yardstick for kept
 Every analytic query is bounded by statement_timeout = --query-timeout (timeouts counted). After
 the last phase TPC-C's consistency conditions are checked. The data is not reloaded between
 phases (the report gives order_line's rows at each phase's start).
@@ -40,7 +41,7 @@ pgtier answers the analytic queries on its row store unless --analytics: then ev
 its columnar copy on the pgtier targets after the load and their analytic sessions run with
 pgtier.analytics = on (the path EXPLAIN names is given per query in the answers section).
 
-Output: a one-screen summary on stdout (per target NOPM alone / together / kept, analytic total
+Output: a one-screen summary on stdout (per target NOPM alone (a / d) / together / kept, analytic total
 alone / together / change, per query), and report.md + ch.json in --out. Exit status 1 when an
 answer is DIFFERENT, an OLTP run stops on an error or a consistency check fails; 2 for bad flags.
 
@@ -57,7 +58,7 @@ pub struct ChArgs {
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=i64::from(tpcc::WAREHOUSES_MAX)))]
     warehouses: u32,
-    /// TPC-C client sessions in phases a and c
+    /// TPC-C client sessions in phases a, c and d
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=256))]
     clients: u32,
     /// Analytic streams in phases b and c
@@ -97,6 +98,9 @@ pub struct ChArgs {
     /// After the load, enable the columnar copy (ALTER TABLE ... SET ANALYTICS ON) of every table on the pgtier targets and run their analytic sessions with pgtier.analytics = on (OLTP sessions keep the default)
     #[arg(long)]
     analytics: bool,
+    /// Run pgtier's analytic executor and the copies' merger under SCHED_IDLE instead of nice (`[analytics] sched_idle`)
+    #[arg(long)]
+    analytic_sched_idle: bool,
     /// Test-only scale: 1,000 items and 300 customers per district instead of 100,000 and 3,000
     #[arg(long)]
     test_scale: bool,
@@ -199,6 +203,9 @@ impl ChProgress for Bars {
 }
 
 pub fn run(args: ChArgs) -> anyhow::Result<()> {
+    if args.analytic_sched_idle {
+        ch::use_sched_idle();
+    }
     let mut opened = OpenedTargets::open(&TargetFlags {
         kinds: &args.targets.0,
         url: args.url.as_deref(),
@@ -224,7 +231,7 @@ pub fn run(args: ChArgs) -> anyhow::Result<()> {
         analytics: args.analytics,
     };
     eprintln!(
-        "pgtier: bench ch: {} warehouses, {} OLTP clients, {} analytic stream(s), 3 phases of {} + {} s per target, \
+        "pgtier: bench ch: {} warehouses, {} OLTP clients, {} analytic stream(s), 4 phases of {} + {} s per target, \
          query timeout {} s, seed {}; targets: {}",
         args.warehouses,
         args.clients,

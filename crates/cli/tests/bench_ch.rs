@@ -43,7 +43,16 @@ fn help_describes_the_phases() {
     let out = pgtier(&["--help"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success());
-    for word in ["--analytic-streams", "--query-timeout", "--clients", "OLTP alone", "NOPM kept", "Examples"] {
+    for word in [
+        "--analytic-streams",
+        "--query-timeout",
+        "--clients",
+        "OLTP alone",
+        "OLTP alone again",
+        "--analytic-sched-idle",
+        "NOPM kept",
+        "Examples",
+    ] {
         assert!(stdout.contains(word), "{word}: {stdout}");
     }
 }
@@ -100,8 +109,10 @@ fn a_short_run_writes_its_report() {
     assert_eq!(sides.len(), 2);
     for s in sides {
         let phases = s["phases"].as_array().unwrap();
-        assert_eq!(phases.len(), 3);
-        assert!(phases[0]["oltp"]["nopm"].as_f64().unwrap() > 0.0, "{s}");
-        assert!(phases[2]["oltp"]["nopm"].as_f64().unwrap() > 0.0, "{s}");
+        assert_eq!(phases.len(), 4);
+        for (p, kind) in [(0, "oltp_alone"), (2, "together"), (3, "oltp_alone_again")] {
+            assert_eq!(phases[p]["kind"], kind, "{s}");
+            assert!(phases[p]["oltp"]["nopm"].as_f64().unwrap() > 0.0, "{s}");
+        }
     }
 }

@@ -181,6 +181,35 @@ mod tests {
         }
     }
 
+    /// With `sched_idle` every worker runs under SCHED_IDLE (and `nice`
+    /// is not applied on top).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn workers_run_under_sched_idle_when_asked() {
+        let base = crate::resources::current_thread_nice();
+        let config = OlapConfig { threads: 2, nice: 3, sched_idle: true, ..OlapConfig::default() };
+        let plan = Arc::new(ExecutorPlan::new(&config));
+        let rt = build_runtime(&plan).unwrap();
+        let seen = rt.block_on(async {
+            let mut seen = Vec::new();
+            for _ in 0..8 {
+                // SAFETY: plain system call on the calling thread.
+                let h = tokio::spawn(async {
+                    (unsafe { libc::sched_getscheduler(0) }, crate::resources::current_thread_nice())
+                });
+                seen.push(h.await.unwrap());
+            }
+            seen
+        });
+        let report = plan.report();
+        assert!(report.thread_errors.is_empty(), "{report}");
+        assert!(report.to_string().contains("SCHED_IDLE"), "{report}");
+        for (policy, nice) in seen {
+            assert_eq!(policy, libc::SCHED_IDLE, "{report}");
+            assert_eq!(nice, base, "{report}");
+        }
+    }
+
     #[test]
     fn the_bound_is_reported_with_the_operator() {
         let env = runtime_env(Some(1 << 20)).unwrap();

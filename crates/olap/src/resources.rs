@@ -249,6 +249,7 @@ pub(crate) struct ExecutorPlan {
     pub(crate) cpu_share: f64,
     pub(crate) cpus: usize,
     pub(crate) nice: i32,
+    pub(crate) sched_idle: bool,
     pub(crate) placement: Placement,
     pub(crate) worker_cpus: Vec<Option<usize>>,
     pub(crate) topology: Result<Topology, String>,
@@ -279,6 +280,7 @@ impl ExecutorPlan {
             cpu_share: config.cpu_share,
             cpus,
             nice: config.nice,
+            sched_idle: config.sched_idle,
             placement: config.placement,
             worker_cpus,
             topology,
@@ -301,12 +303,21 @@ impl ExecutorPlan {
         {
             failed.push(format!("thread {i}: pinning to CPU {cpu}: {e}"));
         }
-        if self.nice > 0
-            && let Err(e) = lower_current_thread_priority(self.nice)
-        {
-            failed.push(format!("thread {i}: nice +{}: {e}", self.nice));
+        if let Err(e) = self.lower_priority() {
+            failed.push(format!("thread {i}: {e}"));
         }
         self.record(failed);
+    }
+
+    /// SCHED_IDLE, or `nice` lower: what the executor and the merger run at.
+    fn lower_priority(&self) -> Result<(), String> {
+        if self.sched_idle {
+            idle_current_thread().map_err(|e| format!("SCHED_IDLE: {e}"))
+        } else if self.nice > 0 {
+            lower_current_thread_priority(self.nice).map_err(|e| format!("nice +{}: {e}", self.nice))
+        } else {
+            Ok(())
+        }
     }
 
     /// Run by the merger as it starts: a merge only makes later reads
@@ -314,10 +325,8 @@ impl ExecutorPlan {
     /// applier keeps the process's: every analytic query waits for it to
     /// reach its snapshot, and its work grows with OLTP's, not analytics'.
     pub(crate) fn lower_background_thread(&self, name: &str) {
-        if self.nice > 0
-            && let Err(e) = lower_current_thread_priority(self.nice)
-        {
-            self.record(vec![format!("{name}: nice +{}: {e}", self.nice)]);
+        if let Err(e) = self.lower_priority() {
+            self.record(vec![format!("{name}: {e}")]);
         }
     }
 
@@ -340,6 +349,7 @@ impl ExecutorPlan {
             cpu_share: self.cpu_share,
             cpus: self.cpus,
             nice: self.nice,
+            sched_idle: self.sched_idle,
             placement: self.placement,
             worker_cpus: self.worker_cpus.clone(),
             sockets,
@@ -366,6 +376,8 @@ pub struct ExecutorReport {
     /// Online CPUs this process may run on.
     pub cpus: usize,
     pub nice: i32,
+    /// SCHED_IDLE instead of `nice`.
+    pub sched_idle: bool,
     pub placement: Placement,
     /// Worker i's CPU (None: not pinned).
     pub worker_cpus: Vec<Option<usize>>,
@@ -389,7 +401,11 @@ impl fmt::Display for ExecutorReport {
         } else {
             write!(f, " (cpu_share {} of {} CPUs)", self.cpu_share, self.cpus)?;
         }
-        write!(f, ", nice +{}, placement {}", self.nice, self.placement)?;
+        if self.sched_idle {
+            write!(f, ", SCHED_IDLE, placement {}", self.placement)?;
+        } else {
+            write!(f, ", nice +{}, placement {}", self.nice, self.placement)?;
+        }
         if self.worker_cpus.iter().any(Option::is_some) {
             let cpus: Vec<String> =
                 self.worker_cpus.iter().map(|c| c.map_or_else(|| "-".to_owned(), |c| c.to_string())).collect();
@@ -472,6 +488,23 @@ fn lower_current_thread_priority(offset: i32) -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// SCHED_IDLE for the calling thread: it runs only when no other thread
+/// of any priority wants the CPU. Lowering is allowed unprivileged.
+#[cfg(target_os = "linux")]
+fn idle_current_thread() -> std::io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn idle_current_thread() -> std::io::Result<()> {
+    Err(std::io::Error::other("SCHED_IDLE is implemented for Linux only"))
 }
 
 #[cfg(not(target_os = "linux"))]

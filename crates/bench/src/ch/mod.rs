@@ -112,13 +112,18 @@ pub enum ChError {
     Options(String),
 }
 
-/// The three phases of a target's run.
+/// The phases of a target's run, in the order they run: OLTP alone comes
+/// before and after the other two, so that drift over the run (a first
+/// phase on tables fresh from the load, the tables' growth) shows as a
+/// difference between the two instead of as OLTP's gain or loss beside the
+/// analytic streams.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PhaseKind {
     OltpAlone,
     OlapAlone,
     Together,
+    OltpAloneAgain,
 }
 
 impl PhaseKind {
@@ -127,6 +132,7 @@ impl PhaseKind {
             PhaseKind::OltpAlone => "OLTP alone",
             PhaseKind::OlapAlone => "OLAP alone",
             PhaseKind::Together => "OLTP + OLAP",
+            PhaseKind::OltpAloneAgain => "OLTP alone again",
         }
     }
 }
@@ -219,9 +225,23 @@ impl SideResult {
         self.phase(kind)?.oltp.as_ref().filter(|o| o.error.is_none()).map(|o| o.nopm)
     }
 
+    /// NOPM alone: the mean of the phases before and after the other two
+    /// (the first one alone when the run stopped before the last).
+    pub fn nopm_alone(&self) -> Option<f64> {
+        let before = self.nopm(PhaseKind::OltpAlone)?;
+        Some(self.nopm(PhaseKind::OltpAloneAgain).map_or(before, |after| (before + after) / 2.0))
+    }
+
+    /// How far the second OLTP-alone phase is from the first, % of the
+    /// first: the run's own noise and drift, the yardstick for "kept".
+    pub fn nopm_alone_drift_pct(&self) -> Option<f64> {
+        let before = self.nopm(PhaseKind::OltpAlone).filter(|n| *n > 0.0)?;
+        Some((self.nopm(PhaseKind::OltpAloneAgain)? / before - 1.0) * 100.0)
+    }
+
     /// NOPM with the analytic streams beside it, % of NOPM alone.
     pub fn nopm_kept_pct(&self) -> Option<f64> {
-        let alone = self.nopm(PhaseKind::OltpAlone).filter(|n| *n > 0.0)?;
+        let alone = self.nopm_alone().filter(|n| *n > 0.0)?;
         Some(self.nopm(PhaseKind::Together)? / alone * 100.0)
     }
 
@@ -311,17 +331,27 @@ impl ChReport {
     }
 }
 
+/// Runs the analytic executor and the copies' merger of every pgtier
+/// engine opened from now on in this process under SCHED_IDLE
+/// (`[analytics] sched_idle`; `--analytic-sched-idle`).
+pub fn use_sched_idle() {
+    let mut config = pgtier_sql::session::analytics_config();
+    config.sched_idle = true;
+    pgtier_sql::session::set_analytics_config(config);
+}
+
 /// The analytic executor's resource control as configured for this run
 /// (the `[analytics]` defaults unless set), and what is not measured.
 pub fn analytic_resources() -> String {
     let c = pgtier_sql::session::analytics_config();
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     let threads = pgtier_sql::session::analytics_executor_threads(cpus);
+    let priority = if c.sched_idle { "SCHED_IDLE (with the merger)".to_owned() } else { format!("nice {:+}", c.nice) };
     format!(
-        "one socket, {cpus} CPUs: pgtier's analytic executor ran with cpu_share {} ({threads} worker thread(s)), nice \
-         {:+}, placement {}; the study's placement policies (round robin, fill first, pack) across sockets are not \
-         measured, and pgtier's OLTP sessions and the copies' upkeep share the same CPUs",
-        c.cpu_share, c.nice, c.placement
+        "one socket, {cpus} CPUs: pgtier's analytic executor ran with cpu_share {} ({threads} worker thread(s)), \
+         {priority}, placement {}; the study's placement policies (round robin, fill first, pack) across sockets are \
+         not measured, and pgtier's OLTP sessions and the copies' upkeep share the same CPUs",
+        c.cpu_share, c.placement
     )
 }
 
@@ -332,7 +362,8 @@ pub fn deviations(options: &ChOptions) -> Vec<String> {
          its own deviations are `pgtier bench tpcc`'s, listed in its report)",
         "the data is not reloaded between the phases (a reload per phase would cost more than the phases \
          at the default scale): the OLTP stream of phase a adds orders before b and c run, and c's adds \
-         more while it runs; order_line's rows at each phase's start are reported",
+         more while it runs; order_line's rows at each phase's start are reported. Phase d repeats a after \
+         the others: NOPM kept is against the mean of a and d, and their difference is reported as drift",
         "every timestamp is the load's or the run's (today): the published date bounds select every row \
          (Q1, Q3, Q5, Q10, Q15, Q20: lower bounds only) or none (Q4, Q6, Q7, Q8, Q12, Q14: bounds \
          ending by 2020), as in every implementation that loads at the current time; the queries still \
@@ -352,6 +383,7 @@ pub fn deviations(options: &ChOptions) -> Vec<String> {
     .map(|s| (*s).to_owned())
     .collect();
     out.push(analytic_resources());
+    out.extend(crate::report::idle_wakeup_deviation());
     out.push(if options.analytics {
         "pgtier's analytic sessions run with pgtier.analytics = on over columnar copies of every table \
          (a query that does not translate runs on the row path; step 2 gives each query's path); OLTP \
@@ -528,7 +560,7 @@ fn spawn_streams<'s, 'e: 's>(
         .collect()
 }
 
-/// Phases a (no streams) and c (streams beside): the OLTP clients, and the
+/// Phases a and d (no streams) and c (streams beside): the OLTP clients, and the
 /// analytic window as the driver's measure window.
 fn oltp_phase(
     options: &ChOptions,
@@ -549,8 +581,8 @@ fn oltp_phase(
             options.scale,
             options.clients,
             (options.rampup, options.measure),
-            // Phase c's clients draw other keys than phase a's.
-            options.seed ^ u64::from(streams_wanted),
+            // Each phase's clients draw other keys than the others'.
+            options.seed ^ kind as u64,
             &live,
             &mut |phase, elapsed| {
                 if phase == Phase::Measure {
@@ -586,7 +618,7 @@ fn run_phases(
     let target = side.target;
     let durability = target.durability().map_err(db(side.kind))?;
     let mut phases = Vec::new();
-    for kind in [PhaseKind::OltpAlone, PhaseKind::OlapAlone, PhaseKind::Together] {
+    for kind in [PhaseKind::OltpAlone, PhaseKind::OlapAlone, PhaseKind::Together, PhaseKind::OltpAloneAgain] {
         if progress.cancelled() {
             break;
         }
@@ -613,7 +645,7 @@ fn run_phases(
 }
 
 /// Populates every side, checks the 22 answers on all of them, then runs
-/// the three phases on each in turn and checks its consistency. Only
+/// the four phases on each in turn and checks its consistency. Only
 /// population errors and bad options end the run.
 pub fn run(options: &ChOptions, sides: &[Side<'_>], progress: &mut dyn ChProgress) -> Result<ChReport, ChError> {
     check_options(options, sides)?;

@@ -75,16 +75,17 @@ pub fn summary(report: &ChReport) -> String {
     let _ = writeln!(out, "{}", scale_line(report));
     let _ = writeln!(
         out,
-        "{:<15} {:>10} {:>10} {:>6}  {:>12} {:>12} {:>7} {:>8}  checks",
-        "target", "NOPM alone", "together", "kept", "OLAP alone", "together", "change", "queries"
+        "{:<15} {:>15} {:>6} {:>10} {:>6}  {:>12} {:>12} {:>7} {:>8}  checks",
+        "target", "NOPM alone a/d", "drift", "together", "kept", "OLAP alone", "together", "change", "queries"
     );
     for s in &report.sides {
         let t = s.analytic_totals();
         let _ = writeln!(
             out,
-            "{:<15} {:>10} {:>10} {:>6}  {:>12} {:>12} {:>7} {:>8}  {}",
+            "{:<15} {:>15} {:>6} {:>10} {:>6}  {:>12} {:>12} {:>7} {:>8}  {}",
             s.side.label(),
-            nopm(s.nopm(PhaseKind::OltpAlone)),
+            format!("{}/{}", nopm(s.nopm(PhaseKind::OltpAlone)), nopm(s.nopm(PhaseKind::OltpAloneAgain))),
+            signed_pct(s.nopm_alone_drift_pct()),
             nopm(s.nopm(PhaseKind::Together)),
             pct(s.nopm_kept_pct()),
             if t.queries > 0 { format!("{} ms", ms(t.alone_ms)) } else { "-".to_owned() },
@@ -96,7 +97,8 @@ pub fn summary(report: &ChReport) -> String {
     }
     let _ = writeln!(
         out,
-        "(OLAP: sum of per-query medians over the queries timed in both phases; kept = NOPM together / alone)"
+        "(OLAP: sum of per-query medians over the queries timed in both phases; kept = NOPM together / the mean of \
+         a and d; drift = d / a - 1, the run's own noise)"
     );
     for line in route_lines(report) {
         let _ = writeln!(out, "{line}");

@@ -20,6 +20,9 @@ pub struct AnalyticsSection {
     pub cpu_share: Option<f64>,
     /// Added to the executor threads' nice value, 0..=19 (default 5).
     pub nice: Option<i64>,
+    /// Run the executor and the merger under SCHED_IDLE instead of `nice`
+    /// (default false).
+    pub sched_idle: Option<bool>,
     /// `none` (default), `round_robin`, `fill_first` or `pack`.
     pub placement: Option<String>,
     /// Memory DataFusion's operators may hold, PostgreSQL's units ("1GB");
@@ -43,6 +46,9 @@ impl AnalyticsSection {
                 Ok(n) if (0..=19).contains(&n) => config.nice = n,
                 _ => return bad(format!("nice must be 0 to 19, not {nice}")),
             }
+        }
+        if let Some(idle) = self.sched_idle {
+            config.sched_idle = idle;
         }
         if let Some(name) = &self.placement {
             let Some(placement) = Placement::parse(name) else {
@@ -79,15 +85,24 @@ mod tests {
     fn the_analytics_section_is_checked_key_by_key() {
         let default = section("").to_olap_config().unwrap();
         assert_eq!(
-            (default.cpu_share, default.nice, default.placement, default.memory_limit, default.threads),
-            (0.5, 5, Placement::None, None, 0)
+            (
+                default.cpu_share,
+                default.nice,
+                default.sched_idle,
+                default.placement,
+                default.memory_limit,
+                default.threads
+            ),
+            (0.5, 5, false, Placement::None, None, 0)
         );
-        let set = section("cpu_share = 0.25\nnice = 0\nplacement = \"fill_first\"\nmemory_limit = \"2GB\"")
-            .to_olap_config()
-            .unwrap();
+        let set = section(
+            "cpu_share = 0.25\nnice = 0\nsched_idle = true\nplacement = \"fill_first\"\nmemory_limit = \"2GB\"",
+        )
+        .to_olap_config()
+        .unwrap();
         assert_eq!(
-            (set.cpu_share, set.nice, set.placement, set.memory_limit),
-            (0.25, 0, Placement::FillFirst, Some(2 << 30))
+            (set.cpu_share, set.nice, set.sched_idle, set.placement, set.memory_limit),
+            (0.25, 0, true, Placement::FillFirst, Some(2 << 30))
         );
         for (name, placement) in
             [("none", Placement::None), ("round_robin", Placement::RoundRobin), ("pack", Placement::Pack)]
