@@ -305,8 +305,10 @@ pub(crate) struct DeltaEntry {
     ts: CommitTs,
     hash: u64,
     key: Arc<[u8]>,
-    /// The row's image after the change; None: deleted.
-    row: Option<Arc<[Value]>>,
+    /// The row after the change, as the commit stream gave it (its image
+    /// bytes: one allocation, decoded when a view or merge needs the
+    /// values); None: deleted.
+    row: Option<Arc<RowChange>>,
     /// An INSERT: the key had no live row just before.
     inserted: bool,
     /// Where the key's live row is in the current chunks, once a view or
@@ -329,7 +331,7 @@ fn location(chunk: usize, row: usize) -> u64 {
 struct Visible {
     hash: u64,
     key: Arc<[u8]>,
-    row: Option<Arc<[Value]>>,
+    row: Option<Arc<RowChange>>,
     /// Whether the chunks may hold a row of the key. Not when the key's
     /// first change in the delta is an INSERT: the chunks hold the table
     /// at their base ts, before every delta entry, and a key live then
@@ -379,7 +381,7 @@ pub(crate) struct TableCopy {
 pub struct TableView {
     pub(crate) layout: Arc<Layout>,
     parts: Vec<(Arc<Chunk>, Option<BooleanBuffer>)>,
-    delta: Vec<Arc<[Value]>>,
+    delta: Vec<Arc<RowChange>>,
 }
 
 impl TableView {
@@ -411,8 +413,8 @@ impl TableView {
         let mut arrays = Vec::with_capacity(columns.len());
         for &c in columns {
             let mut builder = ColumnBuilder::new(layout.arrow.field(c).data_type(), self.delta.len());
-            for row in &self.delta {
-                builder.append(row[c].as_ref()).map_err(|reason| OlapError::ValueNotRepresentable {
+            for change in &self.delta {
+                builder.append(change.row().get(c)).map_err(|reason| OlapError::ValueNotRepresentable {
                     table: layout.table.name.clone(),
                     column: layout.table.columns[c].name.clone(),
                     reason,
@@ -476,8 +478,28 @@ impl TableCopy {
         }
     }
 
-    /// Records a committed change (the applier, in commit order).
-    pub(crate) fn apply(&self, ts: CommitTs, change: &RowChange) {
+    /// Records a committed change (the applier, in commit order). The
+    /// checks and the key are computed before the copy's mutex is taken:
+    /// readers take it for every view.
+    pub(crate) fn apply(&self, ts: CommitTs, change: RowChange) {
+        let layout = &self.layout;
+        let row = change.row();
+        let mut unrepresentable_column = None;
+        if !matches!(change.op, RowOp::Delete) {
+            for (c, col) in layout.table.columns.iter().enumerate() {
+                if let Some(reason) = unrepresentable(col.ty, row.get(c)) {
+                    unrepresentable_column = Some((col.name.clone(), reason));
+                    break;
+                }
+            }
+        }
+        let mut key = Vec::new();
+        let hash = layout.key_of_row(row, &mut key);
+        let inserted = matches!(change.op, RowOp::Insert);
+        let image = match change.op {
+            RowOp::Delete => None,
+            RowOp::Insert | RowOp::Update => Some(Arc::new(change)),
+        };
         let mut st = self.state.lock();
         if matches!(st.phase, Phase::Failed { .. }) {
             return;
@@ -490,20 +512,10 @@ impl TableCopy {
         if matches!(st.phase, Phase::Ready) && ts.get() <= st.base_ts {
             return;
         }
-        let layout = &self.layout;
-        let row = change.row();
-        let image = match change.op {
-            RowOp::Delete => None,
-            RowOp::Insert | RowOp::Update => {
-                for (c, col) in layout.table.columns.iter().enumerate() {
-                    if let Some(reason) = unrepresentable(col.ty, row.get(c)) {
-                        fail(&mut st, col.name.clone(), reason);
-                        return;
-                    }
-                }
-                Some(Arc::<[Value]>::from(row.values()))
-            }
-        };
+        if let Some((column, reason)) = unrepresentable_column {
+            fail(&mut st, column, reason);
+            return;
+        }
         if st.delta.len() >= self.delta_rows_max {
             let reason =
                 format!("more than {} unmerged changes (an old snapshot holds merges back)", self.delta_rows_max);
@@ -511,9 +523,6 @@ impl TableCopy {
             return;
         }
         assert!(st.delta.last().is_none_or(|e| e.ts <= ts), "changes applied out of commit order");
-        let mut key = Vec::new();
-        let hash = layout.key_of_row(row, &mut key);
-        let inserted = matches!(change.op, RowOp::Insert);
         st.delta.push(DeltaEntry { ts, hash, key: key.into(), row: image, inserted, located: UNLOCATED });
     }
 
@@ -617,7 +626,8 @@ impl TableCopy {
                 next.push(Arc::new(smaller));
             }
         }
-        let mut new_rows: Vec<Vec<Value>> = visible.iter().filter_map(|v| v.row.as_ref().map(|r| r.to_vec())).collect();
+        let mut new_rows: Vec<Vec<Value>> =
+            visible.iter().filter_map(|v| v.row.as_ref().map(|r| r.row().values())).collect();
         if !new_rows.is_empty() {
             if let Some(tail) = next.last()
                 && tail.rows() < layout.tail_rows()

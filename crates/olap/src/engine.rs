@@ -551,21 +551,23 @@ fn apply_loop(sh: &Shared, mut stream: CommitStream) {
         let moved_to = match next {
             Ok(Some(txn)) => {
                 let mut dropped = Vec::new();
+                let (commit_ts, next_lsn) = (txn.commit_ts, txn.next_lsn);
                 {
                     let tables = sh.tables.read();
-                    for change in &txn.changes {
+                    // By value: a copy keeps the change's row image as it came.
+                    for change in txn.changes {
                         match change {
                             Change::Row(rc) => {
                                 if let Some(copy) = tables.get(&rc.table.id) {
-                                    copy.apply(txn.commit_ts, rc);
+                                    copy.apply(commit_ts, rc);
                                 }
                             }
                             // ALTER TABLE rewrites under a new id: the copy goes with the old one.
-                            Change::DropTable(id) if tables.contains_key(id) => dropped.push(*id),
+                            Change::DropTable(id) if tables.contains_key(&id) => dropped.push(id),
                             _ => {}
                         }
                     }
-                    sh.applied_ts.store(txn.commit_ts.get(), Ordering::Release);
+                    sh.applied_ts.store(commit_ts.get(), Ordering::Release);
                 }
                 if !dropped.is_empty() {
                     let mut tables = sh.tables.write();
@@ -573,7 +575,7 @@ fn apply_loop(sh: &Shared, mut stream: CommitStream) {
                         tables.remove(&id);
                     }
                 }
-                txn.next_lsn
+                next_lsn
             }
             // Read to the durable end: whatever lies before it is applied.
             Ok(None) => stream.position(),
