@@ -146,6 +146,25 @@ mod tests {
     use super::*;
     use crate::engine::OlapConfig;
 
+    /// Runs `probe` in 8 tasks on the executor `config` plans and returns
+    /// what each saw, with the plan's report after they ran.
+    #[cfg(target_os = "linux")]
+    fn on_workers<T: Send + 'static>(
+        config: &OlapConfig,
+        probe: fn() -> T,
+    ) -> (Vec<T>, crate::resources::ExecutorReport) {
+        let plan = Arc::new(ExecutorPlan::new(config));
+        let rt = build_runtime(&plan).unwrap();
+        let seen = rt.block_on(async {
+            let mut seen = Vec::new();
+            for _ in 0..8 {
+                seen.push(tokio::spawn(async move { probe() }).await.unwrap());
+            }
+            seen
+        });
+        (seen, plan.report())
+    }
+
     /// Each worker lowers its own priority by `nice` and, pinned, runs on
     /// its CPU only.
     #[cfg(target_os = "linux")]
@@ -154,24 +173,14 @@ mod tests {
         let base = crate::resources::current_thread_nice();
         let config =
             OlapConfig { threads: 2, nice: 3, placement: crate::resources::Placement::Pack, ..OlapConfig::default() };
-        let plan = Arc::new(ExecutorPlan::new(&config));
-        let rt = build_runtime(&plan).unwrap();
-        let seen = rt.block_on(async {
-            let mut seen = Vec::new();
-            for _ in 0..8 {
-                let h = tokio::spawn(async {
-                    let cpus = std::fs::read_to_string("/proc/thread-self/status")
-                        .unwrap()
-                        .lines()
-                        .find_map(|l| l.strip_prefix("Cpus_allowed_list:").map(|v| v.trim().to_owned()))
-                        .unwrap();
-                    (crate::resources::current_thread_nice(), cpus)
-                });
-                seen.push(h.await.unwrap());
-            }
-            seen
+        let (seen, report) = on_workers(&config, || {
+            let cpus = std::fs::read_to_string("/proc/thread-self/status")
+                .unwrap()
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:").map(|v| v.trim().to_owned()))
+                .unwrap();
+            (crate::resources::current_thread_nice(), cpus)
         });
-        let report = plan.report();
         assert!(report.thread_errors.is_empty(), "{report}");
         assert!(report.threads_started >= 1, "{report}");
         let workers: Vec<String> = report.worker_cpus.iter().map(|c| c.unwrap().to_string()).collect();
@@ -188,20 +197,9 @@ mod tests {
     fn workers_run_under_sched_idle_when_asked() {
         let base = crate::resources::current_thread_nice();
         let config = OlapConfig { threads: 2, nice: 3, sched_idle: true, ..OlapConfig::default() };
-        let plan = Arc::new(ExecutorPlan::new(&config));
-        let rt = build_runtime(&plan).unwrap();
-        let seen = rt.block_on(async {
-            let mut seen = Vec::new();
-            for _ in 0..8 {
-                // SAFETY: plain system call on the calling thread.
-                let h = tokio::spawn(async {
-                    (unsafe { libc::sched_getscheduler(0) }, crate::resources::current_thread_nice())
-                });
-                seen.push(h.await.unwrap());
-            }
-            seen
-        });
-        let report = plan.report();
+        // SAFETY: plain system call on the calling thread.
+        let (seen, report) =
+            on_workers(&config, || (unsafe { libc::sched_getscheduler(0) }, crate::resources::current_thread_nice()));
         assert!(report.thread_errors.is_empty(), "{report}");
         assert!(report.to_string().contains("SCHED_IDLE"), "{report}");
         for (policy, nice) in seen {

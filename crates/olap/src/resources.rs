@@ -292,7 +292,7 @@ impl ExecutorPlan {
 
     /// Run by each executor thread as it starts: the i-th pins itself to
     /// worker i's CPU (modulo the workers: tokio's blocking threads start
-    /// through the same hook) and lowers its priority by `nice`.
+    /// through the same hook) and lowers its priority (SCHED_IDLE or `nice`).
     #[cfg_attr(not(feature = "datafusion"), allow(dead_code))]
     pub(crate) fn on_thread_start(&self) {
         let i = self.started.fetch_add(1, Ordering::Relaxed);
