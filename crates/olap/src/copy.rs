@@ -12,6 +12,11 @@
 //! delta key finds its chunk row by binary search and a check of the
 //! values; at most one live row per key exists across the chunks.
 //!
+//! The chunks an enable builds hold the rows in primary key order (the
+//! scan gives them in none), and say so to DataFusion while no change has
+//! added a row: a GROUP BY or join on the key's leading columns then
+//! streams (TPC-H Q18's per-order sums). Rows a merge adds go to the end.
+//!
 //! A merge folds the delta up to a ts M into new chunks copy-on-write:
 //! untouched chunks are shared, a chunk that lost rows gets a new live
 //! mask (rebuilt when less than half of it lives), new rows go to a small
@@ -28,8 +33,9 @@ use arrow_schema::{DataType as ArrowType, Field, Schema, SchemaRef};
 use parking_lot::Mutex;
 use pgtier_engine::{CommitTs, RowChange, RowOp, RowRef, TableSchema, Value, ValueRef, encode_values};
 
+use crate::delta::{Delta, DeltaAt, DeltaEntry, DeltaSegment, Lookup, NOT_IN_CHUNKS, UNLOCATED};
 use crate::error::{OlapError, Result};
-use crate::types::{ColumnBuilder, arrow_type, is_text, plain_bytes, unrepresentable, value_at};
+use crate::types::{ColumnBuilder, arrow_type, is_text, plain_bytes, unrepresentable, value_at, value_ref_at};
 
 /// Rows per chunk at most: dictionary keys are u16, so a chunk's distinct
 /// strings always fit.
@@ -68,12 +74,6 @@ impl Layout {
 
     pub(crate) fn name(&self) -> &str {
         &self.table.name
-    }
-
-    fn key_of_values(&self, values: &[Value], out: &mut Vec<u8>) {
-        out.clear();
-        let key: Vec<Value> = self.key_cols.iter().map(|&c| values[c].clone()).collect();
-        encode_values(&key, out);
     }
 
     /// The identity key of a stored row, and its hash.
@@ -187,14 +187,19 @@ impl Chunk {
         None
     }
 
-    pub(crate) fn row_values(&self, layout: &Layout, row: usize) -> Vec<Value> {
-        (0..layout.table.columns.len())
-            .map(|c| value_at(self.batch.column(c).as_ref(), row, layout.table.columns[c].ty))
-            .collect()
+    /// Each row's key hash, by row.
+    fn row_hashes(&self) -> Vec<u64> {
+        let mut hashes = vec![0u64; self.rows()];
+        for &(hash, row) in &self.keys.keys {
+            hashes[row as usize] = hash;
+        }
+        hashes
     }
 
-    fn live_row_values(&self, layout: &Layout) -> Vec<Vec<Value>> {
-        (0..self.rows()).filter(|&r| self.is_live(r)).map(|r| self.row_values(layout, r)).collect()
+    /// The live rows, in order, as a merge copies them into new chunks.
+    fn live_sources(&self) -> Vec<(u64, Source<'_>)> {
+        let hashes = self.row_hashes();
+        (0..self.rows()).filter(|&r| self.is_live(r)).map(|r| (hashes[r], Source::Chunk(self, r))).collect()
     }
 
     /// This chunk with `dead` rows no longer live (sharing its columns).
@@ -271,12 +276,6 @@ impl ChunkBuilder {
         Ok(())
     }
 
-    pub(crate) fn push_values(&mut self, layout: &Layout, values: &[Value], scratch: &mut Vec<u8>) -> Result<()> {
-        layout.key_of_values(values, scratch);
-        let hash = key_hash(scratch);
-        self.push(layout, hash, |c| values[c].as_ref())
-    }
-
     pub(crate) fn finish(mut self, layout: &Layout) -> Result<Chunk> {
         let columns: Vec<ArrayRef> = self.cols.iter_mut().map(ColumnBuilder::finish).collect();
         let batch =
@@ -286,64 +285,82 @@ impl ChunkBuilder {
     }
 }
 
-/// Chunks from whole rows, CHUNK_ROWS each.
-fn chunks_of(layout: &Layout, rows: &[Vec<Value>]) -> Result<Vec<Arc<Chunk>>> {
+/// A row a merge writes into a new chunk: a live row of an old chunk, or
+/// a delta change's image. Copied column by column from where it is, with
+/// the key hash it already has: no engine value made, no key encoded.
+enum Source<'a> {
+    Chunk(&'a Chunk, usize),
+    Change(&'a RowChange),
+}
+
+/// Chunks of `rows` (key hash, source), `chunk_rows` each, in order.
+fn chunks_of(layout: &Layout, rows: &[(u64, Source<'_>)]) -> Result<Vec<Arc<Chunk>>> {
     let mut out = Vec::new();
-    let mut scratch = Vec::new();
     for part in rows.chunks(layout.chunk_rows) {
         let mut b = ChunkBuilder::new(layout, part.len());
-        for r in part {
-            b.push_values(layout, r, &mut scratch)?;
+        for (hash, source) in part {
+            match *source {
+                Source::Chunk(chunk, row) => b.push(layout, *hash, |c| {
+                    value_ref_at(chunk.batch.column(c).as_ref(), row, layout.table.columns[c].ty)
+                })?,
+                Source::Change(change) => {
+                    let image = change.row();
+                    b.push(layout, *hash, |c| image.get(c))?;
+                }
+            }
         }
         out.push(Arc::new(b.finish(layout)?));
     }
     Ok(out)
 }
 
-/// A committed row change not yet merged.
-pub(crate) struct DeltaEntry {
-    ts: CommitTs,
-    hash: u64,
-    key: Arc<[u8]>,
-    /// The row after the change, as the commit stream gave it (its image
-    /// bytes: one allocation, decoded when a view or merge needs the
-    /// values); None: deleted.
-    row: Option<Arc<RowChange>>,
-    /// An INSERT: the key had no live row just before.
-    inserted: bool,
-    /// Where the key's live row is in the current chunks, once a view or
-    /// merge has looked ([`UNLOCATED`] before, [`NOT_IN_CHUNKS`]): the
-    /// chunks change only at a merge, which forgets every entry's, so each
-    /// changed key is looked up once per merge, not once per view.
-    located: u64,
-}
-
-/// [`DeltaEntry::located`] not known yet.
-const UNLOCATED: u64 = u64::MAX;
-/// [`DeltaEntry::located`]: no live row of the key in the chunks.
-const NOT_IN_CHUNKS: u64 = u64::MAX - 1;
-
-fn location(chunk: usize, row: usize) -> u64 {
-    ((chunk as u64) << 32) | row as u64
-}
-
-/// The latest change of one row at or before some snapshot.
-struct Visible {
-    hash: u64,
-    key: Arc<[u8]>,
-    row: Option<Arc<RowChange>>,
-    /// Whether the chunks may hold a row of the key. Not when the key's
-    /// first change in the delta is an INSERT: the chunks hold the table
-    /// at their base ts, before every delta entry, and a key live then
-    /// would have been deleted by an earlier entry (a key is inserted only
-    /// where none is live; the engine logs an update of a key as its
-    /// delete and an insert). TPC-C's inserted order lines then cost no
-    /// lookup in every chunk at each view and merge.
-    in_chunks: bool,
-    /// The delta position of the key's first entry up to the snapshot, and
-    /// that entry's [`DeltaEntry::located`].
-    first: usize,
-    located: u64,
+/// `chunks` (fresh from a scan, every row live) with their rows in primary
+/// key order, Arrow's (the order DataFusion's plans assume: a GROUP BY or
+/// a join on the key's leading columns can then stream instead of
+/// hashing every row). None when the key has no such order here: a
+/// hidden row id (queries never see it), or a dictionary-encoded column
+/// (the chunks' dictionaries could not be joined into one).
+pub(crate) fn sorted_by_key(layout: &Layout, chunks: &[Arc<Chunk>]) -> Result<Option<Vec<Arc<Chunk>>>> {
+    let arrow = |e: arrow_schema::ArrowError| OlapError::Arrow(e.to_string());
+    let ordered = layout.key_cols.iter().all(|&k| {
+        !layout.table.columns[k].is_hidden() && !matches!(layout.arrow.field(k).data_type(), ArrowType::Dictionary(..))
+    });
+    if layout.key_cols.is_empty() || !ordered {
+        return Ok(None);
+    }
+    assert!(chunks.iter().all(|c| c.live.is_none()), "sorting a copy that has dead rows");
+    if chunks.iter().map(|c| c.rows()).sum::<usize>() <= 1 {
+        return Ok(Some(chunks.to_vec()));
+    }
+    let mut keys = Vec::with_capacity(layout.key_cols.len());
+    for &k in &layout.key_cols {
+        let parts: Vec<&dyn arrow_array::Array> = chunks.iter().map(|c| c.batch.column(k).as_ref()).collect();
+        let values = arrow_select::concat::concat(&parts).map_err(arrow)?;
+        keys.push(arrow_ord::sort::SortColumn { values, options: None });
+    }
+    let order = arrow_ord::sort::lexsort_to_indices(&keys, None).map_err(arrow)?;
+    drop(keys);
+    if order.values().iter().enumerate().all(|(i, &g)| i == g as usize) {
+        return Ok(Some(chunks.to_vec()));
+    }
+    let mut starts = Vec::with_capacity(chunks.len());
+    let mut at = 0usize;
+    for c in chunks {
+        starts.push(at);
+        at += c.rows();
+    }
+    let hashes: Vec<Vec<u64>> = chunks.iter().map(|c| c.row_hashes()).collect();
+    let sources: Vec<(u64, Source<'_>)> = order
+        .values()
+        .iter()
+        .map(|&g| {
+            let g = g as usize;
+            let c = starts.partition_point(|&s| s <= g) - 1;
+            let row = g - starts[c];
+            (hashes[c][row], Source::Chunk(&chunks[c], row))
+        })
+        .collect();
+    chunks_of(layout, &sources).map(Some)
 }
 
 pub(crate) enum Phase {
@@ -362,8 +379,12 @@ struct CopyState {
     /// The commit ts the chunks are the table's state at.
     base_ts: u64,
     chunks: Arc<Vec<Arc<Chunk>>>,
-    /// In commit order.
-    delta: Vec<DeltaEntry>,
+    /// The chunks' rows are in primary key order (`sorted_by_key`): set
+    /// when built so, kept by merges that only delete (a chunk masked or
+    /// compacted keeps its rows' order), lost by one that adds rows (they
+    /// go to the end).
+    sorted: bool,
+    delta: Delta,
     merges: u64,
     last_merge: Instant,
 }
@@ -381,7 +402,12 @@ pub(crate) struct TableCopy {
 pub struct TableView {
     pub(crate) layout: Arc<Layout>,
     parts: Vec<(Arc<Chunk>, Option<BooleanBuffer>)>,
-    delta: Vec<Arc<RowChange>>,
+    /// The delta's blocks with the masks of their rows at the snapshot.
+    segments: Vec<(Arc<DeltaSegment>, BooleanBuffer)>,
+    /// The delta's rows at the snapshot past its full blocks.
+    rest: Vec<Arc<RowChange>>,
+    /// [`TableView::batches_of`] gives the rows in primary key order.
+    sorted: bool,
 }
 
 impl TableView {
@@ -401,29 +427,38 @@ impl TableView {
                 out.push(b);
             }
         }
-        if !self.delta.is_empty() {
-            out.push(self.delta_batch(columns)?);
+        if self.segments.is_empty() && self.rest.is_empty() {
+            return Ok(out);
+        }
+        let arrow = |e: arrow_schema::ArrowError| OlapError::Arrow(e.to_string());
+        let schema = Arc::new(self.layout.arrow.project(columns).map_err(arrow)?);
+        let batch = |arrays: Vec<ArrayRef>, rows: usize| {
+            let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(rows));
+            RecordBatch::try_new_with_options(Arc::clone(&schema), arrays, &options).map_err(arrow)
+        };
+        // A block's columns are converted once; each view filters them.
+        for (segment, mask) in &self.segments {
+            let rows = mask.count_set_bits();
+            let keep = BooleanArray::new(mask.clone(), None);
+            let mut arrays = Vec::with_capacity(columns.len());
+            for &c in columns {
+                let all = segment.column(&self.layout, c)?;
+                arrays.push(if rows == mask.len() {
+                    all
+                } else {
+                    arrow_select::filter::filter(&all, &keep).map_err(arrow)?
+                });
+            }
+            out.push(batch(arrays, rows)?);
+        }
+        if !self.rest.is_empty() {
+            let mut arrays = Vec::with_capacity(columns.len());
+            for &c in columns {
+                arrays.push(crate::delta::convert(&self.layout, c, self.rest.iter().map(|r| Some(r.as_ref())))?);
+            }
+            out.push(batch(arrays, self.rest.len())?);
         }
         Ok(out)
-    }
-
-    fn delta_batch(&self, columns: &[usize]) -> Result<RecordBatch> {
-        let layout = &self.layout;
-        let schema = Arc::new(layout.arrow.project(columns).map_err(|e| OlapError::Arrow(e.to_string()))?);
-        let mut arrays = Vec::with_capacity(columns.len());
-        for &c in columns {
-            let mut builder = ColumnBuilder::new(layout.arrow.field(c).data_type(), self.delta.len());
-            for change in &self.delta {
-                builder.append(change.row().get(c)).map_err(|reason| OlapError::ValueNotRepresentable {
-                    table: layout.table.name.clone(),
-                    column: layout.table.columns[c].name.clone(),
-                    reason,
-                })?;
-            }
-            arrays.push(builder.finish());
-        }
-        let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(self.delta.len()));
-        RecordBatch::try_new_with_options(schema, arrays, &options).map_err(|e| OlapError::Arrow(e.to_string()))
     }
 
     /// The rows as engine values, every column (as `RowRef::values` gives
@@ -448,7 +483,7 @@ impl TableView {
                 None => c.live_rows,
             })
             .sum();
-        chunk_rows + self.delta.len()
+        chunk_rows + self.segments.iter().map(|(_, m)| m.count_set_bits()).sum::<usize>() + self.rest.len()
     }
 
     /// The Arrow schema of [`TableView::batches`].
@@ -460,17 +495,30 @@ impl TableView {
     pub fn visible_columns(&self) -> &[usize] {
         &self.layout.visible
     }
+
+    /// The order of [`TableView::batches_of`]`(columns)`: positions in
+    /// `columns` of the primary key's leading columns that `columns` has,
+    /// ascending; empty when the rows are in no known order (the delta
+    /// holds rows, or a merge added some to the chunks).
+    pub fn key_order(&self, columns: &[usize]) -> Vec<usize> {
+        if !self.sorted {
+            return Vec::new();
+        }
+        self.layout.key_cols.iter().map_while(|k| columns.iter().position(|c| c == k)).collect()
+    }
 }
 
 impl TableCopy {
     pub(crate) fn new(layout: Layout, delta_rows_max: usize) -> TableCopy {
+        let columns = layout.table.columns.len();
         TableCopy {
             layout: Arc::new(layout),
             state: Mutex::new(CopyState {
                 phase: Phase::Building,
                 base_ts: 0,
                 chunks: Arc::new(Vec::new()),
-                delta: Vec::new(),
+                sorted: false,
+                delta: Delta::new(columns),
                 merges: 0,
                 last_merge: Instant::now(),
             }),
@@ -522,20 +570,21 @@ impl TableCopy {
             fail(&mut st, String::new(), reason);
             return;
         }
-        assert!(st.delta.last().is_none_or(|e| e.ts <= ts), "changes applied out of commit order");
-        st.delta.push(DeltaEntry { ts, hash, key: key.into(), row: image, inserted, located: UNLOCATED });
+        st.delta.push(DeltaEntry::new(ts, hash, key.into(), image, inserted));
     }
 
-    /// Installs the chunks built from a scan at `snapshot`; the changes
-    /// recorded meanwhile at or before it are in the chunks already.
-    pub(crate) fn finish_build(&self, snapshot: u64, chunks: Vec<Arc<Chunk>>) -> Result<()> {
+    /// Installs the chunks built from a scan at `snapshot` (`sorted`: in
+    /// primary key order); the changes recorded meanwhile at or before it
+    /// are in the chunks already.
+    pub(crate) fn finish_build(&self, snapshot: u64, chunks: Vec<Arc<Chunk>>, sorted: bool) -> Result<()> {
         let mut st = self.state.lock();
         if let Phase::Failed { column, reason } = &st.phase {
             return Err(self.failed_error(column, reason));
         }
         assert!(matches!(st.phase, Phase::Building), "a copy is built once");
-        st.delta.retain(|e| e.ts.get() > snapshot);
+        st.delta.drop_upto(snapshot);
         st.chunks = Arc::new(chunks);
+        st.sorted = sorted;
         st.base_ts = snapshot;
         st.phase = Phase::Ready;
         st.last_merge = Instant::now();
@@ -557,7 +606,7 @@ impl TableCopy {
     /// The rows at `snapshot`; the caller made sure every commit up to it
     /// has been applied.
     pub(crate) fn view(&self, snapshot: u64) -> Result<TableView> {
-        let (chunks, visible) = {
+        let (chunks, at, sorted) = {
             let st = self.state.lock();
             match &st.phase {
                 Phase::Ready => {}
@@ -571,10 +620,10 @@ impl TableCopy {
                     base: st.base_ts,
                 });
             }
-            (Arc::clone(&st.chunks), visible_delta(&st.delta, snapshot))
+            (Arc::clone(&st.chunks), st.delta.at(snapshot), st.sorted)
         };
         let layout = &self.layout;
-        let (dead, found) = locate(layout, &chunks, &visible);
+        let (dead, found) = locate(layout, &chunks, &at);
         self.remember(&chunks, &found);
         let parts = chunks
             .iter()
@@ -590,26 +639,27 @@ impl TableCopy {
                 (Arc::clone(c), mask)
             })
             .collect();
-        let delta = visible.into_iter().filter_map(|v| v.row).collect();
-        Ok(TableView { layout: Arc::clone(layout), parts, delta })
+        let sorted = sorted && at.rows() == 0;
+        let rest = at.rest.into_iter().map(|(_, r)| r).collect();
+        Ok(TableView { layout: Arc::clone(layout), parts, segments: at.segments, rest, sorted })
     }
 
     /// Folds the delta up to commit ts `upto` into new chunks (see the
     /// module doc). Only one merge runs at a time (the merger thread).
     /// Returns the number of delta entries folded.
     pub(crate) fn merge(&self, upto: u64) -> Result<usize> {
-        let (chunks, visible, base) = {
+        let (chunks, at, base) = {
             let st = self.state.lock();
             if !matches!(st.phase, Phase::Ready) || upto <= st.base_ts {
                 return Ok(0);
             }
-            if st.delta.first().is_none_or(|e| e.ts.get() > upto) {
+            if st.delta.first_ts().is_none_or(|ts| ts > upto) {
                 return Ok(0);
             }
-            (Arc::clone(&st.chunks), visible_delta(&st.delta, upto), st.base_ts)
+            (Arc::clone(&st.chunks), st.delta.at(upto), st.base_ts)
         };
         let layout = &self.layout;
-        let (dead, _) = locate(layout, &chunks, &visible);
+        let (dead, _) = locate(layout, &chunks, &at);
         let mut next: Vec<Arc<Chunk>> = Vec::with_capacity(chunks.len() + 1);
         for (c, rows) in chunks.iter().zip(dead) {
             if rows.is_empty() {
@@ -621,35 +671,34 @@ impl TableCopy {
                 continue;
             }
             if smaller.live_rows * 2 < smaller.rows() {
-                next.extend(chunks_of(layout, &smaller.live_row_values(layout))?);
+                next.extend(chunks_of(layout, &smaller.live_sources())?);
             } else {
                 next.push(Arc::new(smaller));
             }
         }
-        let mut new_rows: Vec<Vec<Value>> =
-            visible.iter().filter_map(|v| v.row.as_ref().map(|r| r.row().values())).collect();
-        if !new_rows.is_empty() {
-            if let Some(tail) = next.last()
-                && tail.rows() < layout.tail_rows()
-                && tail.live_rows + new_rows.len() <= layout.chunk_rows
-            {
-                let mut rows = tail.live_row_values(layout);
-                rows.append(&mut new_rows);
-                new_rows = rows;
-                next.pop();
+        let new_rows: Vec<(u64, Source<'_>)> = at.each_row().map(|(hash, r)| (hash, Source::Change(r))).collect();
+        let adds_rows = !new_rows.is_empty();
+        if adds_rows {
+            let tail = next.pop_if(|tail| {
+                tail.rows() < layout.tail_rows() && tail.live_rows + new_rows.len() <= layout.chunk_rows
+            });
+            match &tail {
+                Some(tail) => {
+                    let mut rows = tail.live_sources();
+                    rows.extend(new_rows);
+                    next.extend(chunks_of(layout, &rows)?);
+                }
+                None => next.extend(chunks_of(layout, &new_rows)?),
             }
-            next.extend(chunks_of(layout, &new_rows)?);
         }
         let mut st = self.state.lock();
         if st.base_ts != base || !Arc::ptr_eq(&st.chunks, &chunks) || !matches!(st.phase, Phase::Ready) {
             return Ok(0);
         }
         let before = st.delta.len();
-        st.delta.retain(|e| e.ts.get() > upto);
-        for e in &mut st.delta {
-            e.located = UNLOCATED;
-        }
+        st.delta.drop_upto(upto);
         st.chunks = Arc::new(next);
+        st.sorted &= !adds_rows;
         st.base_ts = upto;
         st.merges += 1;
         st.last_merge = Instant::now();
@@ -659,7 +708,7 @@ impl TableCopy {
     /// Records where `locate` found keys in `chunks`, if those are still
     /// the copy's chunks: then no merge ran since, and the delta positions
     /// are the same (changes are only appended between merges).
-    fn remember(&self, chunks: &Arc<Vec<Arc<Chunk>>>, found: &[Found]) {
+    fn remember(&self, chunks: &Arc<Vec<Arc<Chunk>>>, found: &[Lookup]) {
         if found.is_empty() {
             return;
         }
@@ -667,17 +716,13 @@ impl TableCopy {
         if !matches!(st.phase, Phase::Ready) || !Arc::ptr_eq(&st.chunks, chunks) {
             return;
         }
-        for f in found {
-            let e = &mut st.delta[f.position];
-            assert_eq!(e.hash, f.hash, "a delta position moved without a merge");
-            e.located = f.located;
-        }
+        st.delta.remember(found);
     }
 
     /// (unmerged delta entries, ts of the oldest, time since the last merge)
     pub(crate) fn delta_state(&self) -> (usize, Option<u64>, std::time::Duration) {
         let st = self.state.lock();
-        (st.delta.len(), st.delta.first().map(|e| e.ts.get()), st.last_merge.elapsed())
+        (st.delta.len(), st.delta.first_ts(), st.last_merge.elapsed())
     }
 
     pub(crate) fn chunks(&self) -> Arc<Vec<Arc<Chunk>>> {
@@ -719,74 +764,25 @@ pub struct CopyStats {
 
 fn fail(st: &mut CopyState, column: String, reason: String) {
     st.phase = Phase::Failed { column, reason };
-    st.delta = Vec::new();
+    st.delta.clear();
     st.chunks = Arc::new(Vec::new());
 }
 
-/// Each row's latest change at or before `upto`, one per key. Run under
-/// the copy's mutex at every view and merge: keyed by the hash each entry
-/// already carries (keys of equal hash chained and compared), and nothing
-/// copied but reference counts.
-fn visible_delta(delta: &[DeltaEntry], upto: u64) -> Vec<Visible> {
-    const NONE: u32 = u32::MAX;
-    let mut first: std::collections::HashMap<u64, u32, foldhash::fast::FixedState> =
-        std::collections::HashMap::with_capacity_and_hasher(delta.len(), foldhash::fast::FixedState::with_seed(1));
-    let mut out: Vec<Visible> = Vec::new();
-    // out[i]'s next key of the same hash.
-    let mut same_hash: Vec<u32> = Vec::new();
-    for (position, e) in delta.iter().enumerate().take_while(|(_, e)| e.ts.get() <= upto) {
-        let fresh = Visible {
-            hash: e.hash,
-            key: Arc::clone(&e.key),
-            row: e.row.clone(),
-            in_chunks: !e.inserted,
-            first: position,
-            located: e.located,
-        };
-        let mut at = match first.entry(e.hash) {
-            std::collections::hash_map::Entry::Vacant(slot) => {
-                slot.insert(out.len() as u32);
-                out.push(fresh);
-                same_hash.push(NONE);
-                continue;
-            }
-            std::collections::hash_map::Entry::Occupied(slot) => *slot.get() as usize,
-        };
-        loop {
-            if out[at].key == e.key {
-                out[at].row = fresh.row;
-                break;
-            }
-            if same_hash[at] == NONE {
-                same_hash[at] = out.len() as u32;
-                out.push(fresh);
-                same_hash.push(NONE);
-                break;
-            }
-            at = same_hash[at] as usize;
-        }
-    }
-    out
+/// A key's row in the chunks, as [`Lookup::located`] keeps it.
+fn location(chunk: usize, row: usize) -> u64 {
+    ((chunk as u64) << 32) | row as u64
 }
 
-/// A key looked up for the first time since the last merge: its first
-/// entry's delta position, hash and [`DeltaEntry::located`].
-struct Found {
-    position: usize,
-    hash: u64,
-    located: u64,
-}
-
-/// Per chunk, the live rows the visible changes replace; and the keys
-/// looked up here for [`TableCopy::remember`].
-fn locate(layout: &Layout, chunks: &[Arc<Chunk>], visible: &[Visible]) -> (Vec<Vec<usize>>, Vec<Found>) {
+/// Per chunk, the live rows of the `replaced` keys; and the keys looked
+/// up here for [`TableCopy::remember`] (those not located before).
+fn locate(layout: &Layout, chunks: &[Arc<Chunk>], at: &DeltaAt) -> (Vec<Vec<usize>>, Vec<Lookup>) {
     let mut dead = vec![Vec::new(); chunks.len()];
     let mut found = Vec::new();
     let mut scratch = Vec::new();
-    let mut search = |v: &Visible| {
+    let mut search = |l: &Lookup| {
         let mut at = NOT_IN_CHUNKS;
         for (i, c) in chunks.iter().enumerate() {
-            if let Some(r) = c.find(layout, v.hash, &v.key, &mut scratch) {
+            if let Some(r) = c.find(layout, l.hash, &l.key, &mut scratch) {
                 debug_assert!(at == NOT_IN_CHUNKS, "two live rows of one key in a columnar copy");
                 at = location(i, r);
                 if !cfg!(debug_assertions) {
@@ -796,18 +792,17 @@ fn locate(layout: &Layout, chunks: &[Arc<Chunk>], visible: &[Visible]) -> (Vec<V
         }
         at
     };
-    for v in visible {
-        if !v.in_chunks {
-            debug_assert!(search(v) == NOT_IN_CHUNKS, "a key inserted after the chunks' base ts is in a chunk");
-            continue;
-        }
-        let at = if v.located == UNLOCATED {
-            let at = search(v);
-            found.push(Found { position: v.first, hash: v.hash, located: at });
+    for l in &at.inserted {
+        debug_assert!(search(l) == NOT_IN_CHUNKS, "a key inserted after the chunks' base ts is in a chunk");
+    }
+    for l in &at.replaced {
+        let at = if l.located == UNLOCATED {
+            let at = search(l);
+            found.push(Lookup { position: l.position, hash: l.hash, key: Arc::clone(&l.key), located: at });
             at
         } else {
-            debug_assert_eq!(search(v), v.located, "a remembered location is not the key's row");
-            v.located
+            debug_assert_eq!(search(l), l.located, "a remembered location is not the key's row");
+            l.located
         };
         if at != NOT_IN_CHUNKS {
             dead[(at >> 32) as usize].push((at & u64::from(u32::MAX)) as usize);

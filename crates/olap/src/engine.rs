@@ -142,6 +142,29 @@ pub struct OlapStats {
     /// Merges done and the delta entries they folded.
     pub merges: u64,
     pub merged_rows: u64,
+    /// The merger's time in merges, µs (its thread's busy time, mostly).
+    pub merge_total_us: u64,
+    /// Analytic queries' table scans, and the time spent making their
+    /// batches: the view at the snapshot (the delta's latest rows, the
+    /// chunks' masks), masked chunks copied, delta rows converted. What a
+    /// scan costs beyond reading the chunks grows with the delta.
+    pub scans: u64,
+    pub scan_total_us: u64,
+}
+
+/// Counters the scans of queries add to (query.rs).
+#[derive(Default)]
+pub(crate) struct ScanCounters {
+    scans: AtomicU64,
+    total_us: AtomicU64,
+}
+
+impl ScanCounters {
+    #[cfg_attr(not(feature = "datafusion"), allow(dead_code))]
+    pub(crate) fn record(&self, took: Duration) {
+        self.scans.fetch_add(1, Ordering::Relaxed);
+        self.total_us.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+    }
 }
 
 struct Applied {
@@ -164,6 +187,8 @@ struct Shared {
     wait_flushes: AtomicU64,
     merges: AtomicU64,
     merged_rows: AtomicU64,
+    merge_total_us: AtomicU64,
+    scans: Arc<ScanCounters>,
 }
 
 /// The columnar copies of a database, kept current from its commit stream.
@@ -220,6 +245,8 @@ impl OlapEngine {
             wait_flushes: AtomicU64::new(0),
             merges: AtomicU64::new(0),
             merged_rows: AtomicU64::new(0),
+            merge_total_us: AtomicU64::new(0),
+            scans: Arc::default(),
         });
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new()
@@ -357,8 +384,12 @@ impl OlapEngine {
             done += builder.len() as u64;
             chunks.push(Arc::new(builder.finish(layout)?));
         }
+        // The scan gives the rows in no order (the row store's shards).
+        let sorted = crate::copy::sorted_by_key(layout, &chunks)?;
+        let is_sorted = sorted.is_some();
+        let chunks = sorted.unwrap_or(chunks);
         progress(done, done);
-        copy.finish_build(snapshot.get(), chunks)
+        copy.finish_build(snapshot.get(), chunks, is_sorted)
     }
 
     /// Starts a statement of `txn` whose snapshot is at least `ts`: a
@@ -485,7 +516,15 @@ impl OlapEngine {
             wait_flushes: sh.wait_flushes.load(Ordering::Relaxed),
             merges: sh.merges.load(Ordering::Relaxed),
             merged_rows: sh.merged_rows.load(Ordering::Relaxed),
+            merge_total_us: sh.merge_total_us.load(Ordering::Relaxed),
+            scans: sh.scans.scans.load(Ordering::Relaxed),
+            scan_total_us: sh.scans.total_us.load(Ordering::Relaxed),
         }
+    }
+
+    #[cfg_attr(not(feature = "datafusion"), allow(dead_code))]
+    pub(crate) fn scan_counters(&self) -> Arc<ScanCounters> {
+        Arc::clone(&self.shared.scans)
     }
 
     pub fn table_stats(&self, table: TableId) -> Result<CopyStats> {
@@ -632,7 +671,9 @@ fn merge_all(sh: &Shared, force: bool) -> Result<usize> {
         if rows == 0 || !due || oldest.is_none_or(|ts| ts > upto) {
             continue;
         }
+        let started = Instant::now();
         let n = copy.merge(upto)?;
+        sh.merge_total_us.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
         if n > 0 {
             sh.merges.fetch_add(1, Ordering::Relaxed);
             sh.merged_rows.fetch_add(n as u64, Ordering::Relaxed);

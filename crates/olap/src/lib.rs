@@ -11,6 +11,7 @@
 
 mod compression;
 mod copy;
+mod delta;
 mod engine;
 mod error;
 #[cfg(feature = "datafusion")]

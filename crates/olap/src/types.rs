@@ -303,47 +303,53 @@ fn shrunk<A: Array + 'static>(mut a: A) -> ArrayRef {
 }
 
 /// The engine value at `row` of `array`, a column of engine type `ty`: the
-/// inverse of [`ColumnBuilder::append`] (merges rebuild chunks with it,
-/// lookups compare keys with it, tests compare with the row store).
+/// inverse of [`ColumnBuilder::append`] (lookups compare keys with it,
+/// tests compare with the row store).
 pub(crate) fn value_at(array: &dyn Array, row: usize, ty: DataType) -> Value {
+    value_ref_at(array, row, ty).to_owned_value()
+}
+
+/// [`value_at`] borrowed from the array: what a merge copies rows of old
+/// chunks into new ones with, no value allocated.
+pub(crate) fn value_ref_at(array: &dyn Array, row: usize, ty: DataType) -> ValueRef<'_> {
     if array.is_null(row) {
-        return Value::Null;
+        return ValueRef::Null;
     }
     match ty {
-        DataType::Bool => Value::Bool(array.as_boolean().value(row)),
-        DataType::Int2 => Value::Int2(array.as_primitive::<Int16Type>().value(row)),
-        DataType::Int4 => Value::Int4(array.as_primitive::<Int32Type>().value(row)),
-        DataType::Int8 => Value::Int8(array.as_primitive::<Int64Type>().value(row)),
-        DataType::Float4 => Value::Float4(array.as_primitive::<Float32Type>().value(row)),
-        DataType::Float8 => Value::Float8(array.as_primitive::<Float64Type>().value(row)),
+        DataType::Bool => ValueRef::Bool(array.as_boolean().value(row)),
+        DataType::Int2 => ValueRef::Int2(array.as_primitive::<Int16Type>().value(row)),
+        DataType::Int4 => ValueRef::Int4(array.as_primitive::<Int32Type>().value(row)),
+        DataType::Int8 => ValueRef::Int8(array.as_primitive::<Int64Type>().value(row)),
+        DataType::Float4 => ValueRef::Float4(array.as_primitive::<Float32Type>().value(row)),
+        DataType::Float8 => ValueRef::Float8(array.as_primitive::<Float64Type>().value(row)),
         DataType::Numeric { scale, .. } => {
             let mantissa = array.as_primitive::<Decimal128Type>().value(row);
             // `arrow_type` admits only 0 <= scale <= 38.
-            Value::Numeric(Numeric::new(mantissa, u8::try_from(scale).unwrap_or(0)))
+            ValueRef::Numeric(Numeric::new(mantissa, u8::try_from(scale).unwrap_or(0)))
         }
-        DataType::Text | DataType::Varchar(_) | DataType::Char(_) => Value::Text(text_at(array, row).to_owned()),
-        DataType::Json => Value::Json(text_at(array, row).to_owned()),
-        DataType::Jsonb => Value::Jsonb(text_at(array, row).to_owned()),
-        DataType::Bytea => Value::Bytea(array.as_binary::<i32>().value(row).to_vec()),
-        DataType::Date => Value::Date(array.as_primitive::<Date32Type>().value(row) - PG_EPOCH_DAYS),
+        DataType::Text | DataType::Varchar(_) | DataType::Char(_) => ValueRef::Text(text_at(array, row)),
+        DataType::Json => ValueRef::Json(text_at(array, row)),
+        DataType::Jsonb => ValueRef::Jsonb(text_at(array, row)),
+        DataType::Bytea => ValueRef::Bytea(array.as_binary::<i32>().value(row)),
+        DataType::Date => ValueRef::Date(array.as_primitive::<Date32Type>().value(row) - PG_EPOCH_DAYS),
         DataType::Timestamp(_) => {
-            Value::Timestamp(array.as_primitive::<TimestampMicrosecondType>().value(row) - PG_EPOCH_MICROS)
+            ValueRef::Timestamp(array.as_primitive::<TimestampMicrosecondType>().value(row) - PG_EPOCH_MICROS)
         }
         DataType::TimestampTz(_) => {
-            Value::TimestampTz(array.as_primitive::<TimestampMicrosecondType>().value(row) - PG_EPOCH_MICROS)
+            ValueRef::TimestampTz(array.as_primitive::<TimestampMicrosecondType>().value(row) - PG_EPOCH_MICROS)
         }
-        DataType::Time(_) => Value::Time(array.as_primitive::<Time64MicrosecondType>().value(row)),
+        DataType::Time(_) => ValueRef::Time(array.as_primitive::<Time64MicrosecondType>().value(row)),
         DataType::Interval => {
             let i = array.as_primitive::<IntervalMonthDayNanoType>().value(row);
-            Value::Interval(Interval { months: i.months, days: i.days, micros: i.nanoseconds / 1000 })
+            ValueRef::Interval(Interval { months: i.months, days: i.days, micros: i.nanoseconds / 1000 })
         }
         DataType::Uuid => {
             let mut u = [0u8; 16];
             u.copy_from_slice(array.as_fixed_size_binary().value(row));
-            Value::Uuid(u)
+            ValueRef::Uuid(u)
         }
         // Refused by `arrow_type`: no chunk holds them.
-        DataType::Array(_) | DataType::TimeTz(_) => Value::Null,
+        DataType::Array(_) | DataType::TimeTz(_) => ValueRef::Null,
     }
 }
 

@@ -154,6 +154,53 @@ fn differential_random_writes_concurrent_reads() {
     assert!(copy.chunks > 1, "the test should span several chunks");
 }
 
+/// Merges held off: the delta grows to thousands of entries (many full
+/// blocks, whose converted columns views share), keys changed again and
+/// again; snapshots taken along the way are read again after more writes,
+/// each against the row store at the same snapshot, then after a merge.
+#[test]
+fn a_long_delta_read_at_old_and_new_snapshots() {
+    let seed = seed();
+    eprintln!("OLAP_SEED={seed}");
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let table = create_orders(&db, "orders");
+    let mut rng = StdRng::seed_from_u64(seed);
+    insert_rows(&db, table, 0..600, &mut rng);
+    // The merger wakes as often as elsewhere (a dropped engine joins it)
+    // but finds nothing due.
+    let config =
+        pgtier_olap::OlapConfig { merge_delta_rows: usize::MAX, merge_age: Duration::from_secs(3600), ..olap_config() };
+    let olap = OlapEngine::start(&db, config).unwrap();
+    olap.enable(table, |_, _| {}).unwrap();
+    let mut held = Vec::new();
+    for round in 0..6u64 {
+        writer(&db, table, seed.wrapping_add(round), 700);
+        let mut t = db.begin().unwrap();
+        t.begin_statement().unwrap();
+        held.push(t);
+        // Every snapshot held so far, the new one and the old ones.
+        for t in &mut held {
+            let snapshot = t.snapshot_ts();
+            let (rows, cols) = (row_store(t, table), columnar(&olap, table, snapshot));
+            assert!(rows == cols, "round {round}, snapshot {snapshot}: {}", diff(&rows, &cols));
+        }
+    }
+    let delta = olap.table_stats(table).unwrap().delta_rows;
+    assert!(delta > 3 * 1024, "the delta should span several blocks: {delta} entries");
+    for t in held.drain(..) {
+        t.commit().unwrap();
+    }
+    olap.merge_now().unwrap();
+    assert_eq!(olap.table_stats(table).unwrap().delta_rows, 0);
+    let mut t = db.begin().unwrap();
+    t.begin_statement().unwrap();
+    let snapshot = t.snapshot_ts();
+    let (rows, cols) = (row_store(&mut t, table), columnar(&olap, table, snapshot));
+    assert!(rows == cols, "merged: {}", diff(&rows, &cols));
+    t.commit().unwrap();
+}
+
 /// Enabling while writers commit (sync and async): the scan and the stream
 /// must meet without a gap or a double, whatever commits in between.
 #[test]
