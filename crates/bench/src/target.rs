@@ -178,6 +178,15 @@ pub struct AnalyticRoute {
     pub merges: u64,
     #[serde(default)]
     pub merged_rows: u64,
+    /// The merger's time in merges.
+    #[serde(default)]
+    pub merge_ms: f64,
+    /// Analytic queries' table scans and the time making their batches
+    /// (views at the snapshot, masked chunks copied, delta rows converted).
+    #[serde(default)]
+    pub scans: u64,
+    #[serde(default)]
+    pub scan_ms: f64,
     /// Unmerged delta entries over every copy when sampled (not a difference).
     #[serde(default)]
     pub delta_rows: u64,
@@ -196,6 +205,9 @@ impl AnalyticRoute {
             catch_up_wait_ms: (self.catch_up_wait_ms - before.catch_up_wait_ms).max(0.0),
             merges: self.merges.saturating_sub(before.merges),
             merged_rows: self.merged_rows.saturating_sub(before.merged_rows),
+            merge_ms: (self.merge_ms - before.merge_ms).max(0.0),
+            scans: self.scans.saturating_sub(before.scans),
+            scan_ms: (self.scan_ms - before.scan_ms).max(0.0),
             delta_rows: self.delta_rows,
         }
     }

@@ -75,14 +75,30 @@ fn ch_benchmark_runs_all_phases_and_compares_every_answer() {
         for kind in [PhaseKind::OltpAlone, PhaseKind::Together, PhaseKind::OltpAloneAgain] {
             assert!(s.nopm(kind).is_some_and(|n| n > 0.0), "{:?} {kind:?}: {:?}", s.side, s.phase(kind));
         }
-        let olap = s.phase(PhaseKind::OlapAlone).and_then(|p| p.analytic.as_ref()).unwrap();
-        assert!(olap.completed > 0 || olap.outside_window > 0, "{:?}: no query ran: {olap:?}", s.side);
+        for kind in [PhaseKind::OlapAlone, PhaseKind::OlapAloneAgain] {
+            let olap = s.phase(kind).and_then(|p| p.analytic.as_ref()).unwrap();
+            assert!(olap.completed > 0 || olap.outside_window > 0, "{:?} {kind:?}: no query ran: {olap:?}", s.side);
+        }
+        assert_eq!(s.phases.iter().map(|p| p.kind).collect::<Vec<_>>(), PhaseKind::ALL, "{:?}", s.side);
         assert!(s.phase(PhaseKind::Together).and_then(|p| p.analytic.as_ref()).is_some());
         assert!(s.nopm_kept_pct().is_some() && s.nopm_alone_drift_pct().is_some(), "{:?}", s.side);
         assert!(s.checks_passed(), "{:?}: {:#?}", s.side, s.checks);
         // The OLTP stream of phase a added order lines before phase b.
         let lines = |k| s.phase(k).and_then(|p| p.order_lines_before).unwrap();
         assert!(lines(PhaseKind::OlapAlone) > lines(PhaseKind::OltpAlone), "{:?}", s.side);
+        // ... and c's before d: d reads the tables as c left them.
+        assert!(lines(PhaseKind::OlapAloneAgain) > lines(PhaseKind::Together), "{:?}", s.side);
+        // Where a query was timed in b, c and d, its alone figure is the mean of b's and d's.
+        let timed = (1..=22u8).find(|&q| {
+            [PhaseKind::OlapAlone, PhaseKind::Together, PhaseKind::OlapAloneAgain]
+                .iter()
+                .all(|&k| s.median_ms(k, q).is_some())
+        });
+        if let Some(q) = timed {
+            let (b, d) =
+                (s.median_ms(PhaseKind::OlapAlone, q).unwrap(), s.median_ms(PhaseKind::OlapAloneAgain, q).unwrap());
+            assert_eq!(s.alone_median_ms(q), Some((b + d) / 2.0), "{:?} Q{q}", s.side);
+        }
     }
     assert!(report.failures().is_empty(), "{:#?}", report.failures());
     let md = ch::output::markdown(&report);

@@ -21,13 +21,16 @@ CH-benCHmark (Cole et al. 2011): TPC-C's nine tables populated as `pgtier bench 
 (--warehouses), plus supplier (10,000 rows), nation (62) and region (5), loaded from --seed on
 every target. Right after the load, each of the 22 analytic queries runs once on every target and
 its answer is compared with PostgreSQL's (identical / DIFFERENT / refused / timeout). Then, on each
-target in turn, four phases of --rampup + --duration seconds:
+target in turn, five phases of --rampup + --duration seconds:
   a. OLTP alone      --clients TPC-C clients (no keying or thinking time): NOPM
   b. OLAP alone      --analytic-streams streams, each running Q1..Q22 in order, over and over:
                      per-query median time, queries per hour
   c. both at once    the clients and the streams together: NOPM kept (% of the mean of a and
-                     d), each query's median change (% of b)
-  d. OLTP alone again, as a: the difference from a (drift) is the yardstick for kept
+                     e), each query's median change (% of the mean of its medians in b and d)
+  d. OLAP alone again, as b, on the tables c's OLTP grew
+  e. OLTP alone again, as a
+Each stream's alone phases bracket c, so the tables' growth and the machine's drift weigh on
+alone and together alike; their differences (e / a, d / b) are reported as drift.
 Every analytic query is bounded by statement_timeout = --query-timeout (timeouts counted). After
 the last phase TPC-C's consistency conditions are checked. The data is not reloaded between
 phases (the report gives order_line's rows at each phase's start).
@@ -41,8 +44,8 @@ pgtier answers the analytic queries on its row store unless --analytics: then ev
 its columnar copy on the pgtier targets after the load and their analytic sessions run with
 pgtier.analytics = on (the path EXPLAIN names is given per query in the answers section).
 
-Output: a one-screen summary on stdout (per target NOPM alone (a / d) / together / kept, analytic total
-alone / together / change, per query), and report.md + ch.json in --out. Exit status 1 when an
+Output: a one-screen summary on stdout (per target NOPM alone (a / e) / together / kept, analytic total
+alone (b / d) / together / change, per query), and report.md + ch.json in --out. Exit status 1 when an
 answer is DIFFERENT, an OLTP run stops on an error or a consistency check fails; 2 for bad flags.
 
 Examples:
@@ -58,10 +61,10 @@ pub struct ChArgs {
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=i64::from(tpcc::WAREHOUSES_MAX)))]
     warehouses: u32,
-    /// TPC-C client sessions in phases a, c and d
+    /// TPC-C client sessions in phases a, c and e
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=256))]
     clients: u32,
-    /// Analytic streams in phases b and c
+    /// Analytic streams in phases b, c and d
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=i64::from(ch::STREAMS_MAX)))]
     analytic_streams: u32,
@@ -231,7 +234,7 @@ pub fn run(args: ChArgs) -> anyhow::Result<()> {
         analytics: args.analytics,
     };
     eprintln!(
-        "pgtier: bench ch: {} warehouses, {} OLTP clients, {} analytic stream(s), 4 phases of {} + {} s per target, \
+        "pgtier: bench ch: {} warehouses, {} OLTP clients, {} analytic stream(s), 5 phases of {} + {} s per target, \
          query timeout {} s, seed {}; targets: {}",
         args.warehouses,
         args.clients,

@@ -23,9 +23,9 @@ take about 50 s each at SF 0.1 without TPC-H's optional indexes, a third of the 
   3. freshness: --freshness-queries analytic queries, each right after an insert committed through
      another session, each must count the row (zero stale answers), latency p50/p99;
   4. CH-benCHmark on PostgreSQL and pgtier (columnar copies of every table, analytic sessions with
-     pgtier.analytics = on): OLTP alone, OLAP alone, both at once, OLTP alone again; NOPM kept %
-     (of the two OLTP-alone phases' mean) and query time change % beside study 004's 84-93 %
-     and 6-33 %.
+     pgtier.analytics = on): OLTP alone, OLAP alone, both at once, OLAP alone again, OLTP alone
+     again; NOPM kept % (of the two OLTP-alone phases' mean) and query time change % (of the two
+     OLAP-alone phases' mean) beside study 004's 84-93 % and 6-33 %.
 One Markdown report with charts (PNG, SVG) and htap.json in --out. A pgtier built without the cargo
 feature 'analytics' has no analytic executor: the report then says so at the top, and the columnar
 figures are the row path's (scripts/demo-htap.sh builds it with the feature). Exit status 1 when an

@@ -49,6 +49,7 @@ fn help_describes_the_phases() {
         "--clients",
         "OLTP alone",
         "OLTP alone again",
+        "OLAP alone again",
         "--analytic-sched-idle",
         "NOPM kept",
         "Examples",
@@ -109,8 +110,9 @@ fn a_short_run_writes_its_report() {
     assert_eq!(sides.len(), 2);
     for s in sides {
         let phases = s["phases"].as_array().unwrap();
-        assert_eq!(phases.len(), 4);
-        for (p, kind) in [(0, "oltp_alone"), (2, "together"), (3, "oltp_alone_again")] {
+        assert_eq!(phases.len(), 5);
+        assert_eq!(phases[3]["kind"], "olap_alone_again", "{s}");
+        for (p, kind) in [(0, "oltp_alone"), (2, "together"), (4, "oltp_alone_again")] {
             assert_eq!(phases[p]["kind"], kind, "{s}");
             assert!(phases[p]["oltp"]["nopm"].as_f64().unwrap() > 0.0, "{s}");
         }

@@ -16,8 +16,12 @@
 //!    window: (a) OLTP alone, `clients` TPC-C clients (`tpcc::run_oltp`) →
 //!    NOPM; (b) OLAP alone, `analytic_streams` streams each running
 //!    Q1..Q22 in order over and over ([`stream`]) → per-query median and
-//!    queries per hour; (c) both at once → NOPM kept (% of a) and each
-//!    query's median change (% of b). A query counts when it starts and
+//!    queries per hour; (c) both at once; (d) OLAP alone again; (e) OLTP
+//!    alone again. NOPM kept is c's NOPM over the mean of a and e, each
+//!    query's change its median in c over the mean of its medians in b and
+//!    d: the alone phases bracket c, so the tables' growth (c's OLTP adds
+//!    orders while its queries run) and drift over the run weigh on both
+//!    sides alike. A query counts when it starts and
 //!    ends inside the window (the driver's measure window in c); every run
 //!    is bounded by statement_timeout (timeouts counted). The data is not
 //!    reloaded between phases (see [`deviations`]); order_line's rows at
@@ -54,9 +58,9 @@ pub const STREAMS_MAX: u32 = 16;
 
 pub struct ChOptions {
     pub scale: Scale,
-    /// TPC-C client sessions in phases a and c.
+    /// TPC-C client sessions in phases a, c and e.
     pub clients: u32,
-    /// Analytic streams in phases b and c.
+    /// Analytic streams in phases b, c and d.
     pub analytic_streams: u32,
     pub rampup: Duration,
     pub measure: Duration,
@@ -112,26 +116,50 @@ pub enum ChError {
     Options(String),
 }
 
-/// The phases of a target's run, in the order they run: OLTP alone comes
-/// before and after the other two, so that drift over the run (a first
-/// phase on tables fresh from the load, the tables' growth) shows as a
-/// difference between the two instead of as OLTP's gain or loss beside the
-/// analytic streams.
+/// The phases of a target's run, in the order they run. Each stream runs
+/// alone before and after the phase they share, so that what changes over
+/// the run shows as a difference between the two alone phases (drift)
+/// instead of as a gain or loss beside the other stream: OLTP's first
+/// phase runs on tables fresh from the load, and the analytic queries of
+/// c read tables c's OLTP grows while they run (at 1 warehouse and 80,000
+/// NOPM, order_line gains over 300,000 rows in one 25 s phase), which
+/// d's read once grown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PhaseKind {
     OltpAlone,
     OlapAlone,
     Together,
+    OlapAloneAgain,
     OltpAloneAgain,
 }
 
 impl PhaseKind {
+    pub const ALL: [PhaseKind; 5] = [
+        PhaseKind::OltpAlone,
+        PhaseKind::OlapAlone,
+        PhaseKind::Together,
+        PhaseKind::OlapAloneAgain,
+        PhaseKind::OltpAloneAgain,
+    ];
+
+    /// The phase's letter in the reports (a to e, in the order they run).
+    pub fn letter(self) -> char {
+        match self {
+            PhaseKind::OltpAlone => 'a',
+            PhaseKind::OlapAlone => 'b',
+            PhaseKind::Together => 'c',
+            PhaseKind::OlapAloneAgain => 'd',
+            PhaseKind::OltpAloneAgain => 'e',
+        }
+    }
+
     pub fn label(self) -> &'static str {
         match self {
             PhaseKind::OltpAlone => "OLTP alone",
             PhaseKind::OlapAlone => "OLAP alone",
             PhaseKind::Together => "OLTP + OLAP",
+            PhaseKind::OlapAloneAgain => "OLAP alone again",
             PhaseKind::OltpAloneAgain => "OLTP alone again",
         }
     }
@@ -201,18 +229,28 @@ pub struct SideResult {
     pub process_rss_mib: Option<f64>,
 }
 
-/// The analytic totals of a target: the sum of the per-query medians over
-/// the queries timed in both phases b and c, and how many those are.
+/// The analytic totals of a target: the sums of the per-query medians
+/// over the queries timed in every analytic phase, and how many those are.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AnalyticTotals {
+    /// The mean of b's and d's.
     pub alone_ms: f64,
     pub together_ms: f64,
     pub queries: usize,
+    /// Phase b's and d's (b's again when the run stopped before d).
+    pub before_ms: f64,
+    pub after_ms: f64,
 }
 
 impl AnalyticTotals {
     pub fn change_pct(&self) -> Option<f64> {
         (self.alone_ms > 0.0).then(|| (self.together_ms / self.alone_ms - 1.0) * 100.0)
+    }
+
+    /// d over b, % of b: the analytic side's drift (the tables c grew,
+    /// the machine's noise).
+    pub fn drift_pct(&self) -> Option<f64> {
+        (self.before_ms > 0.0).then(|| (self.after_ms / self.before_ms - 1.0) * 100.0)
     }
 }
 
@@ -245,26 +283,40 @@ impl SideResult {
         Some(self.nopm(PhaseKind::Together)? / alone * 100.0)
     }
 
-    fn median_ms(&self, kind: PhaseKind, query: u8) -> Option<f64> {
+    pub fn median_ms(&self, kind: PhaseKind, query: u8) -> Option<f64> {
         self.phase(kind)?.analytic.as_ref()?.query(query)?.timing.as_ref().map(|t| t.median_ms)
+    }
+
+    /// Query `query`'s median alone: the mean of its medians in b and d
+    /// (b's alone when d did not time it).
+    pub fn alone_median_ms(&self, query: u8) -> Option<f64> {
+        let before = self.median_ms(PhaseKind::OlapAlone, query)?;
+        Some(self.median_ms(PhaseKind::OlapAloneAgain, query).map_or(before, |after| (before + after) / 2.0))
     }
 
     /// Query `query`'s median with OLTP beside it, % change from alone.
     pub fn query_change_pct(&self, query: u8) -> Option<f64> {
-        let alone = self.median_ms(PhaseKind::OlapAlone, query).filter(|m| *m > 0.0)?;
+        let alone = self.alone_median_ms(query).filter(|m| *m > 0.0)?;
         Some((self.median_ms(PhaseKind::Together, query)? / alone - 1.0) * 100.0)
     }
 
+    /// Sums of the per-query medians over the queries timed in b, c and d
+    /// (in b and c when the run stopped before d).
     pub fn analytic_totals(&self) -> AnalyticTotals {
-        let mut t = AnalyticTotals { alone_ms: 0.0, together_ms: 0.0, queries: 0 };
+        let d_ran = self.phase(PhaseKind::OlapAloneAgain).is_some();
+        let mut t = AnalyticTotals { alone_ms: 0.0, together_ms: 0.0, queries: 0, before_ms: 0.0, after_ms: 0.0 };
         for q in 1..=22 {
-            if let (Some(a), Some(b)) =
-                (self.median_ms(PhaseKind::OlapAlone, q), self.median_ms(PhaseKind::Together, q))
-            {
-                t.alone_ms += a;
-                t.together_ms += b;
-                t.queries += 1;
+            let before = self.median_ms(PhaseKind::OlapAlone, q);
+            let after = self.median_ms(PhaseKind::OlapAloneAgain, q);
+            let (Some(before), Some(together)) = (before, self.median_ms(PhaseKind::Together, q)) else { continue };
+            if d_ran && after.is_none() {
+                continue;
             }
+            t.before_ms += before;
+            t.after_ms += after.unwrap_or(before);
+            t.alone_ms += self.alone_median_ms(q).unwrap_or(before);
+            t.together_ms += together;
+            t.queries += 1;
         }
         t
     }
@@ -362,16 +414,18 @@ pub fn deviations(options: &ChOptions) -> Vec<String> {
          its own deviations are `pgtier bench tpcc`'s, listed in its report)",
         "the data is not reloaded between the phases (a reload per phase would cost more than the phases \
          at the default scale): the OLTP stream of phase a adds orders before b and c run, and c's adds \
-         more while it runs; order_line's rows at each phase's start are reported. Phase d repeats a after \
-         the others: NOPM kept is against the mean of a and d, and their difference is reported as drift",
+         more while it runs; order_line's rows at each phase's start are reported. Phase d repeats b and \
+         phase e repeats a after c: NOPM kept is against the mean of a and e, each query's change against \
+         the mean of its medians in b and d (d reads the tables as c's OLTP left them), and each pair's \
+         difference is reported as drift",
         "every timestamp is the load's or the run's (today): the published date bounds select every row \
          (Q1, Q3, Q5, Q10, Q15, Q20: lower bounds only) or none (Q4, Q6, Q7, Q8, Q12, Q14: bounds \
          ending by 2020), as in every implementation that loads at the current time; the queries still \
          read their tables",
         "the analytic streams run Q1..Q22 in order over and over (stream k of N starts at query \
-         1 + 22k/N); phase b runs as many streams as phase c, so c differs from b by the OLTP stream only",
+         1 + 22k/N); phases b and d run as many streams as c, so c differs from them by the OLTP stream only",
         "a query counts when it starts and ends inside the measure window; the one cut by the window's \
-         end is left out (in b and in c alike); per-query figures are medians of the counted runs",
+         end is left out (in b, c and d alike); per-query figures are medians of the counted runs",
         "Q15's view revenue0 is a CTE of the query (one statement on every target)",
         "statement_timeout bounds every analytic query (timeouts counted, the stream goes on); a refused \
          query is reported with its SQLSTATE, not rewritten; with a query timeout as long as the window, \
@@ -511,8 +565,14 @@ fn order_lines(target: &dyn Target) -> Option<u64> {
     rows.first()?.first()?.as_deref()?.parse().ok()
 }
 
-/// Phase b: the analytic streams alone; the window opens after the ramp-up.
-fn olap_alone(options: &ChOptions, side: &Side<'_>, queries: &[Query], progress: &mut dyn ChProgress) -> PhaseResult {
+/// Phases b and d: the analytic streams alone; the window opens after the ramp-up.
+fn olap_alone(
+    options: &ChOptions,
+    side: &Side<'_>,
+    queries: &[Query],
+    kind: PhaseKind,
+    progress: &mut dyn ChProgress,
+) -> PhaseResult {
     let order_lines_before = order_lines(side.target);
     let route_before = side.target.analytic_route();
     let window = Window::default();
@@ -528,19 +588,14 @@ fn olap_alone(options: &ChOptions, side: &Side<'_>, queries: &[Query], progress:
                 window.close();
                 break;
             }
-            progress.phase_running(
-                side.kind,
-                PhaseKind::OlapAlone,
-                elapsed,
-                (0, window.finished.load(Ordering::Relaxed)),
-            );
+            progress.phase_running(side.kind, kind, elapsed, (0, window.finished.load(Ordering::Relaxed)));
             std::thread::sleep(Duration::from_millis(200).min(options.rampup + options.measure - elapsed));
         }
         handles.into_iter().map(|h| h.join().unwrap_or_default()).collect::<Vec<_>>()
     });
     let analytic = stream::figures(queries, &streams, &window);
     let route = route_since(side.target, route_before);
-    PhaseResult { kind: PhaseKind::OlapAlone, order_lines_before, oltp: None, analytic: Some(analytic), route }
+    PhaseResult { kind, order_lines_before, oltp: None, analytic: Some(analytic), route }
 }
 
 fn spawn_streams<'s, 'e: 's>(
@@ -560,7 +615,7 @@ fn spawn_streams<'s, 'e: 's>(
         .collect()
 }
 
-/// Phases a and d (no streams) and c (streams beside): the OLTP clients, and the
+/// Phases a and e (no streams) and c (streams beside): the OLTP clients, and the
 /// analytic window as the driver's measure window.
 fn oltp_phase(
     options: &ChOptions,
@@ -618,12 +673,12 @@ fn run_phases(
     let target = side.target;
     let durability = target.durability().map_err(db(side.kind))?;
     let mut phases = Vec::new();
-    for kind in [PhaseKind::OltpAlone, PhaseKind::OlapAlone, PhaseKind::Together, PhaseKind::OltpAloneAgain] {
+    for kind in PhaseKind::ALL {
         if progress.cancelled() {
             break;
         }
         let result = match kind {
-            PhaseKind::OlapAlone => olap_alone(options, side, queries, progress),
+            PhaseKind::OlapAlone | PhaseKind::OlapAloneAgain => olap_alone(options, side, queries, kind, progress),
             _ => oltp_phase(options, side, queries, kind, progress),
         };
         progress.phase_done(side.kind, &result);

@@ -68,6 +68,12 @@ fn answer_word(report: &ChReport, query: u8, side: &SideResult) -> String {
     )
 }
 
+/// The median alone of `query` (the mean of b's and d's), or what stood
+/// in b's way.
+fn alone_cell(s: &SideResult, query: u8) -> String {
+    s.alone_median_ms(query).map_or_else(|| median_cell(s, PhaseKind::OlapAlone, query), ms)
+}
+
 /// Per target: NOPM alone / together / kept, analytic totals, then per
 /// query the medians alone and together and the answer's status.
 pub fn summary(report: &ChReport) -> String {
@@ -75,21 +81,32 @@ pub fn summary(report: &ChReport) -> String {
     let _ = writeln!(out, "{}", scale_line(report));
     let _ = writeln!(
         out,
-        "{:<15} {:>15} {:>6} {:>10} {:>6}  {:>12} {:>12} {:>7} {:>8}  checks",
-        "target", "NOPM alone a/d", "drift", "together", "kept", "OLAP alone", "together", "change", "queries"
+        "{:<15} {:>15} {:>6} {:>10} {:>6}  {:>15} {:>6} {:>9} {:>7} {:>7}  checks",
+        "target",
+        "NOPM alone a/e",
+        "drift",
+        "together",
+        "kept",
+        "OLAP alone b/d",
+        "drift",
+        "together",
+        "change",
+        "queries"
     );
     for s in &report.sides {
         let t = s.analytic_totals();
+        let some = |f: f64| if t.queries > 0 { ms(f) } else { "-".to_owned() };
         let _ = writeln!(
             out,
-            "{:<15} {:>15} {:>6} {:>10} {:>6}  {:>12} {:>12} {:>7} {:>8}  {}",
+            "{:<15} {:>15} {:>6} {:>10} {:>6}  {:>15} {:>6} {:>9} {:>7} {:>7}  {}",
             s.side.label(),
             format!("{}/{}", nopm(s.nopm(PhaseKind::OltpAlone)), nopm(s.nopm(PhaseKind::OltpAloneAgain))),
             signed_pct(s.nopm_alone_drift_pct()),
             nopm(s.nopm(PhaseKind::Together)),
             pct(s.nopm_kept_pct()),
-            if t.queries > 0 { format!("{} ms", ms(t.alone_ms)) } else { "-".to_owned() },
-            if t.queries > 0 { format!("{} ms", ms(t.together_ms)) } else { "-".to_owned() },
+            format!("{}/{}", some(t.before_ms), some(t.after_ms)),
+            signed_pct(if t.queries > 0 { t.drift_pct() } else { None }),
+            some(t.together_ms),
             signed_pct(t.change_pct()),
             format!("{}/22", t.queries),
             if s.checks_passed() { "consistent" } else { "INCONSISTENT" }
@@ -97,8 +114,9 @@ pub fn summary(report: &ChReport) -> String {
     }
     let _ = writeln!(
         out,
-        "(OLAP: sum of per-query medians over the queries timed in both phases; kept = NOPM together / the mean of \
-         a and d; drift = d / a - 1, the run's own noise)"
+        "(NOPM kept = together / the mean of a and e; OLAP: sums of per-query medians (ms) over the queries timed \
+         in b, c and d, change = together / the mean of b and d - 1; drift = e / a - 1 and d / b - 1: what changed \
+         over the run, the tables' growth and the machine's noise)"
     );
     for line in route_lines(report) {
         let _ = writeln!(out, "{line}");
@@ -107,7 +125,7 @@ pub fn summary(report: &ChReport) -> String {
     let mut header = format!("{:<5}", "query");
     for s in &report.sides {
         let _ = write!(sides_line, " | {:<42}", s.side.label());
-        let _ = write!(header, " | {:>10} {:>10} {:>7} {:>12}", "alone ms", "together", "change", "answer");
+        let _ = write!(header, " | {:>10} {:>10} {:>7} {:>12}", "alone b/d", "together", "change", "answer");
     }
     let _ = writeln!(out, "{}\n{header}", sides_line.trim_end());
     for q in 1..=22u8 {
@@ -116,7 +134,7 @@ pub fn summary(report: &ChReport) -> String {
             let _ = write!(
                 line,
                 " | {:>10} {:>10} {:>7} {:>12}",
-                median_cell(s, PhaseKind::OlapAlone, q),
+                alone_cell(s, q),
                 median_cell(s, PhaseKind::Together, q),
                 signed_pct(s.query_change_pct(q)),
                 answer_word(report, q, s)
@@ -146,8 +164,9 @@ fn phases_table(md_out: &mut String, report: &ChReport) {
             let cell = |f: &dyn Fn(&super::stream::AnalyticFigures) -> String| a.map_or("-".to_owned(), f);
             let _ = writeln!(
                 md_out,
-                "| {} | {} | {} | {n} | {t} | {} | {} | {} | {} | {} |",
+                "| {} | {}. {} | {} | {n} | {t} | {} | {} | {} | {} | {} |",
                 s.side.label(),
+                p.kind.letter(),
                 p.kind.label(),
                 p.order_lines_before.map_or("?".to_owned(), |n| n.to_string()),
                 cell(&|a| a.completed.to_string()),
@@ -179,9 +198,16 @@ fn route_lines(report: &ChReport) -> Vec<String> {
             }
             let _ = write!(
                 line,
-                "; waits for the commit stream's applier: {} totalling {:.0} ms; {} merges folded {} delta rows, {} \
-                 unmerged at the end",
-                r.catch_up_waits, r.catch_up_wait_ms, r.merges, r.merged_rows, r.delta_rows
+                "; waits for the commit stream's applier: {} totalling {:.0} ms; {} scans made their batches in {:.0} ms; \
+                 {} merges folded {} delta rows in {:.0} ms, {} unmerged at the end",
+                r.catch_up_waits,
+                r.catch_up_wait_ms,
+                r.scans,
+                r.scan_ms,
+                r.merges,
+                r.merged_rows,
+                r.merge_ms,
+                r.delta_rows
             );
             out.push(line);
         }
@@ -190,12 +216,15 @@ fn route_lines(report: &ChReport) -> Vec<String> {
 }
 
 fn queries_table(md_out: &mut String, report: &ChReport) {
-    let _ = writeln!(md_out, "## Per query (median ms of the counted runs; runs alone / together)\n");
+    let _ = writeln!(
+        md_out,
+        "## Per query (median ms of the counted runs (how many); change: together over the mean of b and d)\n"
+    );
     let mut header = "| query |".to_owned();
     let mut rule = "|---|".to_owned();
     for s in &report.sides {
-        let _ = write!(header, " {0} alone | {0} together | change | answer |", s.side.label());
-        rule.push_str("---:|---:|---:|---|");
+        let _ = write!(header, " {0} alone b | {0} together c | {0} alone d | change | answer |", s.side.label());
+        rule.push_str("---:|---:|---:|---:|---|");
     }
     let _ = writeln!(md_out, "{header}\n{rule}");
     for q in 1..=22u8 {
@@ -211,11 +240,13 @@ fn queries_table(md_out: &mut String, report: &ChReport) {
             };
             let _ = write!(
                 md_out,
-                " {}{} | {}{} | {} | {} |",
+                " {}{} | {}{} | {}{} | {} | {} |",
                 median_cell(s, PhaseKind::OlapAlone, q),
                 runs(PhaseKind::OlapAlone),
                 median_cell(s, PhaseKind::Together, q),
                 runs(PhaseKind::Together),
+                median_cell(s, PhaseKind::OlapAloneAgain, q),
+                runs(PhaseKind::OlapAloneAgain),
                 signed_pct(s.query_change_pct(q)),
                 answer_word(report, q, s)
             );

@@ -100,7 +100,7 @@ impl HtapOptions {
         let per_run = 2.0 + 160.0 * self.tpch_scale + 15_000.0 * self.tpch_scale * self.tpch_scale;
         let tpch_queries = (1.0 + f64::from(self.tpch_runs)) * per_run;
         let ch_load = if self.ch_test_scale { 10.0 } else { 50.0 } * f64::from(self.ch_warehouses);
-        let ch_phases = 8.0 * (self.ch_rampup + self.ch_measure).as_secs_f64();
+        let ch_phases = 10.0 * (self.ch_rampup + self.ch_measure).as_secs_f64();
         vec![
             (Phase::Tpch.name(), tpch_load + tpch_queries),
             (Phase::Duckdb.name(), if self.duckdb { 10.0 + 100.0 * self.tpch_scale } else { 0.0 }),
@@ -126,7 +126,7 @@ impl Phase {
             Phase::Tpch => "TPC-H: PostgreSQL, pgtier row path, pgtier columnar",
             Phase::Duckdb => "TPC-H on DuckDB (a reference, when installed)",
             Phase::Freshness => "freshness: analytic queries right after commits",
-            Phase::Ch => "CH-benCHmark: OLTP alone, OLAP alone, both at once, OLTP alone again",
+            Phase::Ch => "CH-benCHmark: OLTP alone, OLAP alone, both at once, OLAP and OLTP alone again",
         }
     }
 }

@@ -194,6 +194,9 @@ impl Target for EmbeddedTarget {
             catch_up_wait_ms: upkeep.wait_total_us as f64 / 1000.0,
             merges: upkeep.merges,
             merged_rows: upkeep.merged_rows,
+            merge_ms: upkeep.merge_total_us as f64 / 1000.0,
+            scans: upkeep.scans,
+            scan_ms: upkeep.scan_total_us as f64 / 1000.0,
             delta_rows,
         })
     }
