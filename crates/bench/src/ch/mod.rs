@@ -121,9 +121,9 @@ pub enum ChError {
 /// the run shows as a difference between the two alone phases (drift)
 /// instead of as a gain or loss beside the other stream: OLTP's first
 /// phase runs on tables fresh from the load, and the analytic queries of
-/// c read tables c's OLTP grows while they run (at 1 warehouse and 80,000
-/// NOPM, order_line gains over 300,000 rows in one 25 s phase), which
-/// d's read once grown.
+/// c read tables c's OLTP grows while they run (1 warehouse, embedded,
+/// 58,000 NOPM: order_line from 581,000 to 816,000 rows in one 25 s
+/// phase), which d's read once grown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PhaseKind {
