@@ -24,10 +24,14 @@
 //! unaffected; the new list and base_ts = M replace the old ones under the
 //! copy's mutex, together with dropping the merged delta entries.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow_array::{ArrayRef, BooleanArray, RecordBatch};
+use arrow_array::builder::{StringBuilder, UInt16Builder};
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Date32Type, Int16Type, Int32Type, Int64Type, UInt16Type};
+use arrow_array::{Array, ArrayRef, BooleanArray, DictionaryArray, RecordBatch};
 use arrow_buffer::BooleanBuffer;
 use arrow_schema::{DataType as ArrowType, Field, Schema, SchemaRef};
 use parking_lot::Mutex;
@@ -159,6 +163,17 @@ pub(crate) struct Chunk {
 }
 
 impl Chunk {
+    /// A chunk of `columns` (every layout column), all live; `keys` holds
+    /// each row's (key hash, row).
+    fn new(layout: &Layout, columns: Vec<ArrayRef>, keys: Vec<(u64, u32)>) -> Result<Chunk> {
+        let plain_bytes = columns.iter().map(|a| plain_bytes(a.as_ref())).collect();
+        let batch =
+            RecordBatch::try_new(Arc::clone(&layout.arrow), columns).map_err(|e| OlapError::Arrow(e.to_string()))?;
+        assert_eq!(keys.len(), batch.num_rows(), "a chunk's key hashes are not one per row");
+        let live_rows = batch.num_rows();
+        Ok(Chunk { batch, keys: Arc::new(KeyIndex::new(keys)), live: None, live_rows, plain_bytes })
+    }
+
     pub(crate) fn rows(&self) -> usize {
         self.batch.num_rows()
     }
@@ -245,14 +260,13 @@ impl Chunk {
 pub(crate) struct ChunkBuilder {
     cols: Vec<ColumnBuilder>,
     keys: Vec<(u64, u32)>,
-    plain: Vec<u64>,
     rows: usize,
 }
 
 impl ChunkBuilder {
     pub(crate) fn new(layout: &Layout, capacity: usize) -> ChunkBuilder {
         let cols = layout.arrow.fields().iter().map(|f| ColumnBuilder::new(f.data_type(), capacity)).collect();
-        ChunkBuilder { cols, keys: Vec::with_capacity(capacity), plain: vec![0; layout.table.columns.len()], rows: 0 }
+        ChunkBuilder { cols, keys: Vec::with_capacity(capacity), rows: 0 }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -263,9 +277,7 @@ impl ChunkBuilder {
     pub(crate) fn push<'a>(&mut self, layout: &Layout, hash: u64, get: impl Fn(usize) -> ValueRef<'a>) -> Result<()> {
         assert!(self.rows < layout.chunk_rows, "chunk over {} rows", layout.chunk_rows);
         for (c, b) in self.cols.iter_mut().enumerate() {
-            let v = get(c);
-            self.plain[c] += plain_bytes(v);
-            b.append(v).map_err(|reason| OlapError::ValueNotRepresentable {
+            b.append(get(c)).map_err(|reason| OlapError::ValueNotRepresentable {
                 table: layout.table.name.clone(),
                 column: layout.table.columns[c].name.clone(),
                 reason,
@@ -278,10 +290,7 @@ impl ChunkBuilder {
 
     pub(crate) fn finish(mut self, layout: &Layout) -> Result<Chunk> {
         let columns: Vec<ArrayRef> = self.cols.iter_mut().map(ColumnBuilder::finish).collect();
-        let batch =
-            RecordBatch::try_new(Arc::clone(&layout.arrow), columns).map_err(|e| OlapError::Arrow(e.to_string()))?;
-        let keys = Arc::new(KeyIndex::new(self.keys));
-        Ok(Chunk { batch, keys, live: None, live_rows: self.rows, plain_bytes: self.plain.into() })
+        Chunk::new(layout, columns, self.keys)
     }
 }
 
@@ -332,35 +341,189 @@ pub(crate) fn sorted_by_key(layout: &Layout, chunks: &[Arc<Chunk>]) -> Result<Op
     if chunks.iter().map(|c| c.rows()).sum::<usize>() <= 1 {
         return Ok(Some(chunks.to_vec()));
     }
-    let mut keys = Vec::with_capacity(layout.key_cols.len());
-    for &k in &layout.key_cols {
-        let parts: Vec<&dyn arrow_array::Array> = chunks.iter().map(|c| c.batch.column(k).as_ref()).collect();
-        let values = arrow_select::concat::concat(&parts).map_err(arrow)?;
-        keys.push(arrow_ord::sort::SortColumn { values, options: None });
-    }
-    let order = arrow_ord::sort::lexsort_to_indices(&keys, None).map_err(arrow)?;
-    drop(keys);
-    if order.values().iter().enumerate().all(|(i, &g)| i == g as usize) {
+    let order = key_order(layout, chunks)?;
+    if order.iter().enumerate().all(|(i, &g)| i == g as usize) {
         return Ok(Some(chunks.to_vec()));
     }
+    // A gather straight from the global order reads each row at random
+    // over the whole column (48 MB of l_orderkey at SF 1): a cache miss
+    // per value, 7 of 10 s of a 6M-row sort. In two steps every access
+    // stays within one chunk's worth of rows: each old chunk's rows are
+    // put in destination order (`take` within the chunk), so the rows a
+    // new chunk needs from it lie together; a new chunk then gathers from
+    // those runs, one per old chunk.
     let mut starts = Vec::with_capacity(chunks.len());
     let mut at = 0usize;
     for c in chunks {
         starts.push(at);
         at += c.rows();
     }
-    let hashes: Vec<Vec<u64>> = chunks.iter().map(|c| c.row_hashes()).collect();
-    let sources: Vec<(u64, Source<'_>)> = order
-        .values()
+    let mut permutations: Vec<Vec<u32>> = chunks.iter().map(|c| Vec::with_capacity(c.rows())).collect();
+    let locations: Vec<(usize, usize)> = order
         .iter()
         .map(|&g| {
             let g = g as usize;
             let c = starts.partition_point(|&s| s <= g) - 1;
-            let row = g - starts[c];
-            (hashes[c][row], Source::Chunk(&chunks[c], row))
+            let taken = &mut permutations[c];
+            taken.push((g - starts[c]) as u32);
+            (c, taken.len() - 1)
         })
         .collect();
-    chunks_of(layout, &sources).map(Some)
+    drop(order);
+    let permutations: Vec<arrow_array::UInt32Array> = permutations.into_iter().map(Into::into).collect();
+    let parts: Vec<&[(usize, usize)]> = locations.chunks(layout.chunk_rows).collect();
+    let mut columns: Vec<Vec<ArrayRef>> =
+        parts.iter().map(|_| Vec::with_capacity(layout.arrow.fields().len())).collect();
+    for (c, field) in layout.arrow.fields().iter().enumerate() {
+        let permuted = chunks
+            .iter()
+            .zip(&permutations)
+            .map(|(ch, p)| arrow_select::take::take(ch.batch.column(c).as_ref(), p, None))
+            .collect::<std::result::Result<Vec<ArrayRef>, _>>()
+            .map_err(arrow)?;
+        let arrays: Vec<&dyn Array> = permuted.iter().map(AsRef::as_ref).collect();
+        if matches!(field.data_type(), ArrowType::Dictionary(..)) {
+            let mut gather = DictionaryGather::new(&arrays);
+            for (p, part) in parts.iter().enumerate() {
+                columns[p].push(gather.gather(part)?);
+            }
+        } else {
+            for (p, part) in parts.iter().enumerate() {
+                columns[p].push(arrow_select::interleave::interleave(&arrays, part).map_err(arrow)?);
+            }
+        }
+    }
+    let hashes: Vec<Vec<u64>> = chunks
+        .iter()
+        .zip(&permutations)
+        .map(|(ch, p)| {
+            let by_row = ch.row_hashes();
+            p.values().iter().map(|&r| by_row[r as usize]).collect()
+        })
+        .collect();
+    let mut out = Vec::with_capacity(parts.len());
+    for (part, cols) in parts.iter().zip(columns) {
+        let keys = part.iter().enumerate().map(|(i, &(c, at))| (hashes[c][at], i as u32)).collect();
+        out.push(Arc::new(Chunk::new(layout, cols, keys)?));
+    }
+    Ok(Some(out))
+}
+
+/// The chunks' rows (numbered chunk after chunk) in primary key order.
+/// Keys of integer and date columns of 128 bits in all are packed into
+/// one order-preserving u128 and sorted as such (three times faster than
+/// Arrow's comparison of column after column); any other key by Arrow.
+fn key_order(layout: &Layout, chunks: &[Arc<Chunk>]) -> Result<Vec<u32>> {
+    let arrow = |e: arrow_schema::ArrowError| OlapError::Arrow(e.to_string());
+    let rows: usize = chunks.iter().map(|c| c.rows()).sum();
+    assert!(u32::try_from(rows).is_ok(), "sorting {rows} rows by u32 row numbers");
+    let width = |ty: &ArrowType| match ty {
+        ArrowType::Int16 => Some(16),
+        ArrowType::Int32 | ArrowType::Date32 => Some(32),
+        ArrowType::Int64 => Some(64),
+        _ => None,
+    };
+    let widths: Option<Vec<u32>> = layout.key_cols.iter().map(|&k| width(layout.arrow.field(k).data_type())).collect();
+    let no_nulls = chunks.iter().all(|c| layout.key_cols.iter().all(|&k| c.batch.column(k).null_count() == 0));
+    if let Some(widths) = widths.filter(|w| w.iter().sum::<u32>() <= 128 && no_nulls) {
+        let mut packed: Vec<(u128, u32)> = Vec::with_capacity(rows);
+        for chunk in chunks {
+            let mut keys = vec![0u128; chunk.rows()];
+            for (&k, &bits) in layout.key_cols.iter().zip(&widths) {
+                let column = chunk.batch.column(k).as_ref();
+                match column.data_type() {
+                    ArrowType::Int16 => shift_in::<Int16Type>(&mut keys, bits, column),
+                    ArrowType::Int32 => shift_in::<Int32Type>(&mut keys, bits, column),
+                    ArrowType::Date32 => shift_in::<Date32Type>(&mut keys, bits, column),
+                    _ => shift_in::<Int64Type>(&mut keys, bits, column),
+                }
+            }
+            let first = packed.len() as u32;
+            packed.extend(keys.into_iter().zip(first..));
+        }
+        packed.sort_unstable();
+        return Ok(packed.into_iter().map(|(_, g)| g).collect());
+    }
+    let mut keys = Vec::with_capacity(layout.key_cols.len());
+    for &k in &layout.key_cols {
+        let parts: Vec<&dyn Array> = chunks.iter().map(|c| c.batch.column(k).as_ref()).collect();
+        let values = arrow_select::concat::concat(&parts).map_err(arrow)?;
+        keys.push(arrow_ord::sort::SortColumn { values, options: None });
+    }
+    let order = arrow_ord::sort::lexsort_to_indices(&keys, None).map_err(arrow)?;
+    Ok(order.values().to_vec())
+}
+
+/// Appends each of `column`'s values (`bits` wide) to its row's packed key,
+/// offset by 2^(bits-1): two's complement in unsigned order.
+fn shift_in<T: arrow_array::ArrowPrimitiveType>(keys: &mut [u128], bits: u32, column: &dyn Array)
+where
+    T::Native: Into<i64>,
+{
+    let offset = 1i128 << (bits - 1);
+    for (key, &v) in keys.iter_mut().zip(column.as_primitive::<T>().values().iter()) {
+        *key = (*key << bits) | (i128::from(v.into()) + offset) as u128;
+    }
+}
+
+/// Gathers rows of a dictionary column, spread over many chunks, into new
+/// chunks' dictionary arrays. Each chunk has its own dictionary, so a row's
+/// key means nothing in the new chunk: a source (chunk, key) is looked up
+/// by its string once per new chunk, and its new key remembered, rather
+/// than a string hashed for every row.
+struct DictionaryGather<'a> {
+    sources: Vec<&'a DictionaryArray<UInt16Type>>,
+    /// Per source chunk and key: (the gather's number + 1 that interned
+    /// it, its key there); 0 for none yet.
+    remap: Vec<Vec<(u32, u16)>>,
+    gathers: u32,
+}
+
+impl<'a> DictionaryGather<'a> {
+    fn new(arrays: &[&'a dyn Array]) -> DictionaryGather<'a> {
+        let sources: Vec<_> = arrays.iter().map(|a| a.as_dictionary::<UInt16Type>()).collect();
+        let remap = sources.iter().map(|d| vec![(0, 0); d.values().len()]).collect();
+        DictionaryGather { sources, remap, gathers: 0 }
+    }
+
+    /// The rows at `locations` (chunk, row), at most CHUNK_ROWS, as one
+    /// dictionary array.
+    fn gather(&mut self, locations: &[(usize, usize)]) -> Result<ArrayRef> {
+        assert!(locations.len() <= CHUNK_ROWS, "a chunk of {} rows", locations.len());
+        self.gathers += 1;
+        let stamp = self.gathers;
+        // Sized for the worst case up front: a high-cardinality column
+        // (TPC-H's l_comment can be one) interns a string for most rows.
+        let mut interned: HashMap<&'a str, u16, foldhash::fast::FixedState> =
+            HashMap::with_capacity_and_hasher(locations.len(), foldhash::fast::FixedState::default());
+        let mut values = StringBuilder::new();
+        let mut keys = UInt16Builder::with_capacity(locations.len());
+        for &(c, row) in locations {
+            let source = self.sources[c];
+            if source.is_null(row) {
+                keys.append_null();
+                continue;
+            }
+            let key = usize::from(source.keys().value(row));
+            let slot = &mut self.remap[c][key];
+            if slot.0 != stamp {
+                let s: &'a str = source.values().as_string::<i32>().value(key);
+                // At most CHUNK_ROWS distinct values in a new chunk: u16 keys suffice.
+                let next = interned.len() as u16;
+                let new_key = *interned.entry(s).or_insert_with(|| {
+                    values.append_value(s);
+                    next
+                });
+                *slot = (stamp, new_key);
+            }
+            keys.append_value(slot.1);
+        }
+        let mut values = values.finish();
+        values.shrink_to_fit();
+        let dict = DictionaryArray::<UInt16Type>::try_new(keys.finish(), Arc::new(values))
+            .map_err(|e| OlapError::Arrow(e.to_string()))?;
+        Ok(Arc::new(dict))
+    }
 }
 
 pub(crate) enum Phase {

@@ -649,7 +649,15 @@ fn apply_loop(sh: &Shared, mut stream: CommitStream) {
 
 fn merge_loop(sh: &Shared) {
     while !sh.stop.load(Ordering::Relaxed) {
-        std::thread::sleep(sh.config.merge_interval);
+        // In slices: dropping the engine joins this thread, and a long
+        // configured interval must not hold the drop that long.
+        let until = Instant::now() + sh.config.merge_interval;
+        while !sh.stop.load(Ordering::Relaxed) && Instant::now() < until {
+            std::thread::sleep(until.saturating_duration_since(Instant::now()).min(Duration::from_millis(10)));
+        }
+        if sh.stop.load(Ordering::Relaxed) {
+            return;
+        }
         if let Err(e) = merge_all(sh, false) {
             sh.applied.lock().error = Some(format!("merge: {e}"));
             sh.applied_moved.notify_all();

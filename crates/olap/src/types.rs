@@ -149,26 +149,29 @@ fn micros_1970(t: i64) -> Option<i64> {
     t.checked_add(PG_EPOCH_MICROS)
 }
 
-/// The plain size of a value, the yardstick of the compression figures:
-/// the bytes of its fixed-width form, or of its text/bytes; 0 for NULL.
-pub(crate) fn plain_bytes(v: ValueRef<'_>) -> u64 {
-    match v {
-        ValueRef::Null => 0,
-        ValueRef::Bool(_) => 1,
-        ValueRef::Int2(_) => 2,
-        ValueRef::Int4(_) | ValueRef::Float4(_) | ValueRef::Date(_) => 4,
-        ValueRef::Int8(_)
-        | ValueRef::Float8(_)
-        | ValueRef::Timestamp(_)
-        | ValueRef::TimestampTz(_)
-        | ValueRef::Time(_) => 8,
-        ValueRef::TimeTz(..) => 12,
-        ValueRef::Numeric(_) | ValueRef::Uuid(_) | ValueRef::Interval(_) => 16,
-        ValueRef::Text(s) | ValueRef::Json(s) | ValueRef::Jsonb(s) => s.len() as u64,
-        ValueRef::Bytea(b) => b.len() as u64,
-        ValueRef::NumericBig(b) => b.to_string().len() as u64,
-        ValueRef::Array(_) => 0,
-    }
+/// The plain size of an array's values, the yardstick of the compression
+/// figures: per non-null value, the bytes of its fixed-width form (what
+/// the engine's binary form of that type takes), or of its text/bytes.
+/// Computed from a finished column, so a chunk built row by row and one
+/// gathered column by column (`copy::sorted_by_key`) count alike.
+pub(crate) fn plain_bytes(array: &dyn Array) -> u64 {
+    let non_null = (array.len() - array.null_count()) as u64;
+    let width = match array.data_type() {
+        ArrowType::Boolean => 1,
+        ArrowType::Int16 => 2,
+        ArrowType::Int32 | ArrowType::Float32 | ArrowType::Date32 => 4,
+        ArrowType::Int64 | ArrowType::Float64 | ArrowType::Timestamp(..) | ArrowType::Time64(_) => 8,
+        ArrowType::Decimal128(..) | ArrowType::Interval(_) | ArrowType::FixedSizeBinary(_) => 16,
+        ArrowType::Utf8 => return array.as_string::<i32>().iter().flatten().map(|s| s.len() as u64).sum(),
+        ArrowType::Binary => return array.as_binary::<i32>().iter().flatten().map(|b| b.len() as u64).sum(),
+        ArrowType::Dictionary(..) => {
+            let dict = array.as_dictionary::<UInt16Type>();
+            let values = dict.values().as_string::<i32>();
+            return dict.keys().iter().flatten().map(|k| values.value_length(usize::from(k)) as u64).sum();
+        }
+        other => unreachable!("a copy's column of Arrow type {other} (arrow_type gives none)"),
+    };
+    width * non_null
 }
 
 /// One column of a chunk being built.

@@ -474,6 +474,95 @@ fn table_without_primary_key() {
     }
 }
 
+/// A key column's type and the range its values are drawn from.
+type KeyColumn = (DataType, (i64, i64));
+
+/// An enable leaves the rows in primary key order, negative values
+/// before positive ones and column by column: integer and date keys
+/// (sorted packed into one number when they fit 128 bits) and others
+/// (sorted by Arrow) alike.
+#[test]
+fn enable_builds_chunks_in_key_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let mut rng = StdRng::seed_from_u64(seed());
+    let olap = start(&db);
+    // (name, key columns' types and ranges): few values in the leading
+    // columns, so every column decides the order of some rows.
+    let full = (i64::MIN, i64::MAX);
+    let shapes: [(&str, Vec<KeyColumn>); 4] = [
+        ("packed_int2_int4_int8", vec![(DataType::Int2, (-2, 2)), (DataType::Int4, (-3, 3)), (DataType::Int8, full)]),
+        ("packed_date_int2_int8", vec![(DataType::Date, (-2, 2)), (DataType::Int2, (-3, 3)), (DataType::Int8, full)]),
+        (
+            "wide_int8_int8_int4",
+            vec![
+                (DataType::Int8, (-2, 2)),
+                (DataType::Int8, (-3, 3)),
+                (DataType::Int4, (i32::MIN.into(), i32::MAX.into())),
+            ],
+        ),
+        ("text_int8", vec![(DataType::Text, (0, 100_000)), (DataType::Int8, full)]),
+    ];
+    for (name, key) in shapes {
+        let mut columns: Vec<ColumnDef> =
+            key.iter().enumerate().map(|(i, (ty, _))| ColumnDef::new(format!("k{i}"), *ty).not_null()).collect();
+        columns.push(ColumnDef::new("v", DataType::Int4));
+        let names: Vec<String> = (0..key.len()).map(|i| format!("k{i}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut t = db.begin().unwrap();
+        let table = t.create_table(&TableDef::new(name, columns, &names)).unwrap();
+        let mut seen = std::collections::HashSet::new();
+        while seen.len() < 3000 {
+            let values: Vec<i64> = key.iter().map(|&(_, (lo, hi))| rng.random_range(lo..hi)).collect();
+            if !seen.insert(values.clone()) {
+                continue;
+            }
+            let mut row: Vec<Value> = key
+                .iter()
+                .zip(&values)
+                .map(|(&(ty, _), &v)| match ty {
+                    DataType::Int2 => Value::Int2(v as i16),
+                    DataType::Int4 => Value::Int4(v as i32),
+                    DataType::Date => Value::Date(v as i32),
+                    DataType::Text => Value::Text(format!("k{v}")),
+                    _ => Value::Int8(v),
+                })
+                .collect();
+            row.push(Value::Null);
+            t.insert(table, &row).unwrap();
+        }
+        t.commit().unwrap();
+        olap.enable(table, |_, _| {}).unwrap();
+        let mut r = db.begin().unwrap();
+        r.begin_statement().unwrap();
+        let snapshot = r.snapshot_ts();
+        assert_eq!(row_store(&mut r, table), columnar(&olap, table, snapshot), "{name}");
+        let keys: Vec<Vec<String>> = olap
+            .view(table, snapshot)
+            .unwrap()
+            .rows()
+            .unwrap()
+            .into_iter()
+            .map(|row| {
+                row[..key.len()]
+                    .iter()
+                    .map(|v| match v {
+                        // Zero-padded and offset, so text order is numeric order.
+                        Value::Int2(x) => format!("{:020}", i128::from(*x) - i128::from(i64::MIN)),
+                        Value::Int4(x) | Value::Date(x) => format!("{:020}", i128::from(*x) - i128::from(i64::MIN)),
+                        Value::Int8(x) => format!("{:020}", i128::from(*x) - i128::from(i64::MIN)),
+                        Value::Text(s) => s.clone(),
+                        other => panic!("{other:?}"),
+                    })
+                    .collect()
+            })
+            .collect();
+        assert_eq!(keys.len(), 3000, "{name}");
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "{name}: keys out of order");
+        r.commit().unwrap();
+    }
+}
+
 /// Low-cardinality text is dictionary encoded and smaller than plain.
 #[test]
 fn compression_figures_per_column_and_table() {
@@ -502,6 +591,26 @@ fn compression_figures_per_column_and_table() {
     assert!(status.ratio() > 2.0, "4 distinct strings in 5000 rows: {status:?}");
     let note = rows.iter().find(|r| r.column.as_deref() == Some("note")).unwrap();
     assert_eq!(note.encoding, "plain", "mostly distinct strings stay plain");
+    // The plain sizes, counted from the row store's values: a text's bytes,
+    // 16 per numeric, 8 per timestamp, nothing for NULL.
+    let mut expected = [0u64; 3];
+    let mut t = db.begin().unwrap();
+    t.begin_statement().unwrap();
+    t.scan_table(table, |row| {
+        let v = row.values();
+        if let Value::Text(s) = &v[2] {
+            expected[0] += s.len() as u64;
+        }
+        expected[1] += if v[3] == Value::Null { 0 } else { 16 };
+        if let Value::Text(s) = &v[7] {
+            expected[2] += s.len() as u64;
+        }
+        Ok(true)
+    })
+    .unwrap();
+    t.rollback();
+    let plain = |name: &str| rows.iter().find(|r| r.column.as_deref() == Some(name)).unwrap().plain_bytes;
+    assert_eq!([plain("status"), plain("amount"), plain("note")], expected);
     let total = rows.iter().find(|r| r.column.is_none()).unwrap();
     assert_eq!(total.rows, 5000);
     assert_eq!(total.plain_bytes, rows.iter().filter(|r| r.column.is_some()).map(|r| r.plain_bytes).sum::<u64>());
