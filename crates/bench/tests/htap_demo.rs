@@ -71,6 +71,7 @@ fn demo_htap_end_to_end_at_the_smallest_settings() {
         ch_query_timeout: Duration::from_secs(10),
         freshness_queries: 30,
         duckdb: true,
+        duckdb_threads: None,
         load_streams: 2,
         seed: 2004,
         work_dir: work.path().join("work"),
@@ -114,6 +115,9 @@ fn demo_htap_end_to_end_at_the_smallest_settings() {
     // DuckDB, when it ran, answered with PostgreSQL's row counts: a time
     // over other rows (char padding kept, say) is no reference.
     if let Some(d) = report.duckdb.as_ref().filter(|d| d.skipped.is_none()) {
+        // On as many threads as pgtier's analytic executor, unless told otherwise.
+        let pgtier_threads = d.pgtier_threads.expect("the executor's threads are recorded");
+        assert_eq!(d.threads.as_deref(), Some(pgtier_threads.to_string().as_str()), "DuckDB's threads");
         // The export goes page by page (more lineitems than a page) and loses none.
         let pg = PgTarget::open(&control.tpch_url).unwrap();
         let count = pg.connect().unwrap().simple_query("SELECT count(*) FROM lineitem").unwrap()[0][0].clone().unwrap();
@@ -153,6 +157,7 @@ fn an_interrupted_demo_says_where_it_stopped() {
         ch_query_timeout: Duration::from_secs(1),
         freshness_queries: 0,
         duckdb: false,
+        duckdb_threads: None,
         load_streams: 1,
         seed: 1,
         work_dir: work.path().join("work"),

@@ -77,6 +77,10 @@ pub struct HtapArgs {
     /// Do not look for DuckDB
     #[arg(long)]
     no_duckdb: bool,
+    /// DuckDB's threads; 0 for DuckDB's default (every CPU)
+    /// [default: as many as pgtier's analytic executor runs, the comparison on equal threads]
+    #[arg(long, value_name = "N")]
+    duckdb_threads: Option<u32>,
     /// Report, charts and htap.json go here
     #[arg(long, value_name = "DIR", default_value = "results/demo-htap")]
     out: PathBuf,
@@ -103,6 +107,7 @@ fn options(args: &HtapArgs) -> anyhow::Result<HtapOptions> {
         ch_query_timeout: seconds("ch-query-timeout", args.ch_query_timeout, false)?,
         freshness_queries: args.freshness_queries,
         duckdb: !args.no_duckdb,
+        duckdb_threads: args.duckdb_threads,
         load_streams: cpus,
         seed: args.seed.unwrap_or_else(pgtier_bench::driver::fresh_seed),
         work_dir: args.work_dir.clone(),

@@ -25,6 +25,8 @@ import duckdb
 job = json.load(open(sys.argv[1]))
 con = duckdb.connect()
 out = {"version": duckdb.__version__, "threads": None, "queries": []}
+if job["threads"] is not None:
+    con.execute(f"SET threads = {int(job['threads'])}")
 try:
     out["threads"] = con.execute("SELECT current_setting('threads')").fetchone()[0]
 except Exception:
@@ -69,7 +71,12 @@ pub struct DuckdbFigures {
     /// Why DuckDB did not run (not installed, failed).
     pub skipped: Option<String>,
     pub version: Option<String>,
+    /// DuckDB's `threads` setting during the run.
     pub threads: Option<String>,
+    /// The worker threads of pgtier's analytic executor in this run, beside
+    /// which DuckDB's time is read.
+    #[serde(default)]
+    pub pgtier_threads: Option<usize>,
     pub queries: Vec<DuckdbQuery>,
 }
 
@@ -150,21 +157,37 @@ pub const EXPORT_PAGE_ROWS: usize = 5_000;
 /// Exports `pg`'s TPC-H tables into `dir`, runs the queries on DuckDB and
 /// returns its figures; never fails (a failure is the figures' `skipped`).
 /// `timeout` bounds the whole script: 23 times it (the load and every
-/// query's runs).
-pub fn run(pg: &dyn Target, dir: &Path, scale: f64, runs: u32, timeout: Duration) -> DuckdbFigures {
+/// query's runs). `threads`: DuckDB's `SET threads`, None for its default
+/// (every CPU).
+pub fn run(
+    pg: &dyn Target,
+    dir: &Path,
+    scale: f64,
+    runs: u32,
+    timeout: Duration,
+    threads: Option<u32>,
+) -> DuckdbFigures {
     if !available() {
         return DuckdbFigures::skipped("the Python package duckdb is not importable (pip install duckdb to add it)");
     }
-    match try_run(pg, dir, scale, runs, timeout * 23) {
+    match try_run(pg, dir, scale, runs, timeout * 23, threads) {
         Ok(f) => f,
         Err(why) => DuckdbFigures::skipped(&format!("failed: {why}")),
     }
 }
 
-fn try_run(pg: &dyn Target, dir: &Path, scale: f64, runs: u32, limit: Duration) -> Result<DuckdbFigures, String> {
+fn try_run(
+    pg: &dyn Target,
+    dir: &Path,
+    scale: f64,
+    runs: u32,
+    limit: Duration,
+    threads: Option<u32>,
+) -> Result<DuckdbFigures, String> {
     export(pg, dir)?;
     let job = serde_json::json!({
         "dir": dir.display().to_string(),
+        "threads": threads,
         "ddl": schema::DDL.iter().map(|(_, ddl)| *ddl).collect::<Vec<_>>(),
         "tables": schema::TABLES,
         "runs": runs,
@@ -201,6 +224,7 @@ fn try_run(pg: &dyn Target, dir: &Path, scale: f64, runs: u32, limit: Duration) 
         skipped: None,
         version: parsed.version,
         threads: parsed.threads.map(|t| t.to_string()),
+        pgtier_threads: None,
         queries: parsed
             .queries
             .into_iter()

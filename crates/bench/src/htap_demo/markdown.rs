@@ -169,10 +169,12 @@ fn tpch_section(out: &mut String, r: &HtapReport, files: &[String]) {
         t.runs,
         match (&r.duckdb, duck) {
             (_, Some(d)) => format!(
-                " DuckDB {} ({} threads): a reference only, the same rows exported from PostgreSQL, answers not \
-                 compared, row counts are (one unlike PostgreSQL's is shown beside the time).",
+                " DuckDB {} ({} threads; pgtier's analytic executor: {} worker threads): a reference only, the same \
+                 rows exported from PostgreSQL, answers not compared, row counts are (one unlike PostgreSQL's is \
+                 shown beside the time).",
                 d.version.as_deref().unwrap_or("?"),
-                d.threads.as_deref().unwrap_or("?")
+                d.threads.as_deref().unwrap_or("?"),
+                d.pgtier_threads.map_or_else(|| "?".to_owned(), |t| t.to_string())
             ),
             (Some(d), None) => format!(" DuckDB: skipped ({}).", d.skipped.as_deref().unwrap_or("")),
             (None, None) => String::new(),

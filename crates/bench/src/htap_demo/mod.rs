@@ -68,6 +68,10 @@ pub struct HtapOptions {
     pub freshness_queries: u32,
     /// Look for DuckDB (the Python package); false skips it.
     pub duckdb: bool,
+    /// DuckDB's threads: None, as many as pgtier's analytic executor
+    /// runs (the comparison on equal threads); Some(0), DuckDB's default
+    /// (every CPU); Some(n), n.
+    pub duckdb_threads: Option<u32>,
     pub load_streams: usize,
     pub seed: u64,
     pub work_dir: PathBuf,
@@ -304,8 +308,17 @@ impl Demo<'_, '_> {
         let pg = self.postgres(&self.control.tpch_url, Phase::Duckdb)?;
         self.monitor.detail("exporting PostgreSQL's TPC-H tables, then DuckDB runs the 22 queries".into());
         let dir = self.o.work_dir.join("duckdb");
-        self.report.duckdb =
-            Some(duckdb::run(&pg, &dir, self.o.tpch_scale, self.o.tpch_runs.max(1), self.o.tpch_timeout));
+        let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        let pgtier_threads = pgtier_sql::session::analytics_executor_threads(cpus);
+        let threads = match self.o.duckdb_threads {
+            None => Some(u32::try_from(pgtier_threads).unwrap_or(u32::MAX)),
+            Some(0) => None,
+            Some(n) => Some(n),
+        };
+        let mut figures =
+            duckdb::run(&pg, &dir, self.o.tpch_scale, self.o.tpch_runs.max(1), self.o.tpch_timeout, threads);
+        figures.pgtier_threads = Some(pgtier_threads);
+        self.report.duckdb = Some(figures);
         let _ = std::fs::remove_dir_all(&dir);
         Ok(())
     }
