@@ -411,8 +411,9 @@ pub(crate) fn sorted_by_key(layout: &Layout, chunks: &[Arc<Chunk>]) -> Result<Op
 
 /// The chunks' rows (numbered chunk after chunk) in primary key order.
 /// Keys of integer and date columns of 128 bits in all are packed into
-/// one order-preserving u128 and sorted as such (three times faster than
-/// Arrow's comparison of column after column); any other key by Arrow.
+/// one order-preserving u128 and sorted as such (Arrow's lexsort calls a
+/// comparator per column per comparison: 2.2 s for 6M lineitem keys);
+/// any other key by Arrow.
 fn key_order(layout: &Layout, chunks: &[Arc<Chunk>]) -> Result<Vec<u32>> {
     let arrow = |e: arrow_schema::ArrowError| OlapError::Arrow(e.to_string());
     let rows: usize = chunks.iter().map(|c| c.rows()).sum();
