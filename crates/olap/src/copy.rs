@@ -259,23 +259,23 @@ impl Chunk {
 /// Builds a chunk row by row.
 pub(crate) struct ChunkBuilder {
     cols: Vec<ColumnBuilder>,
+    /// Each row's (key hash, row), one per row appended.
     keys: Vec<(u64, u32)>,
-    rows: usize,
 }
 
 impl ChunkBuilder {
     pub(crate) fn new(layout: &Layout, capacity: usize) -> ChunkBuilder {
         let cols = layout.arrow.fields().iter().map(|f| ColumnBuilder::new(f.data_type(), capacity)).collect();
-        ChunkBuilder { cols, keys: Vec::with_capacity(capacity), rows: 0 }
+        ChunkBuilder { cols, keys: Vec::with_capacity(capacity) }
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.rows
+        self.keys.len()
     }
 
     /// Appends a row (column c's value is `get(c)`) whose key hashes to `hash`.
     pub(crate) fn push<'a>(&mut self, layout: &Layout, hash: u64, get: impl Fn(usize) -> ValueRef<'a>) -> Result<()> {
-        assert!(self.rows < layout.chunk_rows, "chunk over {} rows", layout.chunk_rows);
+        assert!(self.len() < layout.chunk_rows, "chunk over {} rows", layout.chunk_rows);
         for (c, b) in self.cols.iter_mut().enumerate() {
             b.append(get(c)).map_err(|reason| OlapError::ValueNotRepresentable {
                 table: layout.table.name.clone(),
@@ -283,8 +283,7 @@ impl ChunkBuilder {
                 reason,
             })?;
         }
-        self.keys.push((hash, self.rows as u32));
-        self.rows += 1;
+        self.keys.push((hash, self.len() as u32));
         Ok(())
     }
 

@@ -483,9 +483,11 @@ type KeyColumn = (DataType, (i64, i64));
 /// (sorted by Arrow) alike.
 #[test]
 fn enable_builds_chunks_in_key_order() {
+    let seed = seed();
+    eprintln!("OLAP_SEED={seed}");
     let dir = tempfile::tempdir().unwrap();
     let db = open(dir.path());
-    let mut rng = StdRng::seed_from_u64(seed());
+    let mut rng = StdRng::seed_from_u64(seed);
     let olap = start(&db);
     // (name, key columns' types and ranges): few values in the leading
     // columns, so every column decides the order of some rows.
