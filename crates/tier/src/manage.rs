@@ -207,7 +207,7 @@ impl FlashStore {
     }
 
     fn shrink(&self, rc: &mut Reclaimer, n: u32, new_n: u32) -> Result<(), TierError> {
-        let keepable = u64::from(new_n.saturating_sub(3)) * u64::from(self.geo.usable()) * 9 / 10;
+        let keepable = self.geo.retainable_bytes(new_n);
         let durable = self.live.bytes(Retention::Durable);
         if durable > keepable {
             return Err(TierError::Full(format!(

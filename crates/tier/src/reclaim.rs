@@ -309,10 +309,11 @@ impl FlashStore {
 
     /// Bytes of records reclamation can keep and still free regions: all
     /// regions but the open one, the reserve and one more for the slack of
-    /// partly filled regions, at 90%.
+    /// partly filled regions, at 90% of what is left once fillers took
+    /// their most (`MAX_FILLER_BYTES` per block).
     pub(crate) fn retain_limit_bytes(&self) -> u64 {
-        let n = self.ring.lock().limit as u64;
-        n.saturating_sub(3) * u64::from(self.geo.usable()) * 9 / 10
+        let n = self.ring.lock().limit;
+        self.geo.retainable_bytes(n)
     }
 
     /// Whether Keep records are still rewritten: Keep and Durable together

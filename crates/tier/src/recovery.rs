@@ -12,8 +12,8 @@ use crate::aligned::{AlignedBuf, BLOCK_BYTES, align_down};
 use crate::checkpoint::Checkpoint;
 use crate::device::{Device, Opened, open_locked, preallocate, sync_parent};
 use crate::format::{
-    HeaderState, Invalid, REGION_HEADER_BYTES, RecordMeta, RegionHeader, SUPERBLOCK_BYTES, Superblock, check_record,
-    record_key,
+    FORMAT_VERSION, HeaderState, Invalid, REGION_HEADER_BYTES, RecordMeta, RegionHeader, SUPERBLOCK_BYTES, Superblock,
+    check_record, record_key,
 };
 use crate::hash::{aux_hash, key_hash};
 use crate::index::{Aux, Index, Layout, MAX_LOC, Slot};
@@ -82,7 +82,7 @@ fn prepare(config: &TierConfig) -> Result<Prepared, TierError> {
         .map_err(|e| TierError::io(format!("reading the superblock of {}", path.display()), e))?;
     let (sb, cold) = match Superblock::decode(block.as_slice()).map_err(TierError::Format)? {
         Some(sb) => (sb, false),
-        None => (Superblock { region_size: config.region_size, nonce: new_nonce() }, true),
+        None => (Superblock { region_size: config.region_size, nonce: new_nonce(), version: FORMAT_VERSION }, true),
     };
     let geo = Geometry { region_size: sb.region_size, nonce: sb.nonce };
     let in_file = regions_for(opened.len.saturating_sub(SUPERBLOCK_BYTES), sb.region_size);
@@ -94,7 +94,9 @@ fn prepare(config: &TierConfig) -> Result<Prepared, TierError> {
     if !opened.block_device && opened.len < geo.file_len(regions) {
         preallocate(&opened.file, geo.file_len(regions), path)?;
     }
-    if cold {
+    // A new file gets its superblock; an older version's is rewritten as
+    // this one (`OLDEST_READABLE_VERSION`) before anything new is appended.
+    if cold || sb.version != FORMAT_VERSION {
         sb.encode(block.as_mut_slice());
         write_superblock(&opened, block.as_slice(), path)?;
     }
@@ -331,7 +333,9 @@ impl FlashStore {
                 let p = at - start;
                 match check_record(&window.as_slice()[p..len], seq, seed, rs - at) {
                     Ok(meta) => {
-                        self.apply_scanned(r, at as u32, &window.as_slice()[p..], &meta)?;
+                        if !meta.flags.filler {
+                            self.apply_scanned(r, at as u32, &window.as_slice()[p..], &meta)?;
+                        }
                         at += meta.stored_bytes();
                     }
                     Err(Invalid::Short { need }) if at + need <= rs => {

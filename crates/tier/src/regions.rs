@@ -11,7 +11,8 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 
 use crate::Retention;
-use crate::format::{REGION_HEADER_BYTES, SUPERBLOCK_BYTES, record_seed, retention_code};
+use crate::aligned::BLOCK_BYTES;
+use crate::format::{MAX_FILLER_BYTES, REGION_HEADER_BYTES, SUPERBLOCK_BYTES, record_seed, retention_code};
 
 /// Where a region stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,6 +88,15 @@ impl Geometry {
     /// Bytes of a region records may use.
     pub(crate) fn usable(&self) -> u32 {
         self.region_size - REGION_HEADER_BYTES
+    }
+
+    /// Bytes of records `regions` regions can keep while reclamation still
+    /// frees regions: all but the open one, the reserve and one more for the
+    /// slack of partly filled regions, less what fillers may take
+    /// (`MAX_FILLER_BYTES` per block), at 90%.
+    pub(crate) fn retainable_bytes(&self, regions: u32) -> u64 {
+        let per_region = u64::from(self.usable()) * (BLOCK_BYTES - MAX_FILLER_BYTES) as u64 / BLOCK_BYTES as u64;
+        u64::from(regions.saturating_sub(3)) * per_region * 9 / 10
     }
 
     pub(crate) fn region_offset(&self, region: u32) -> u64 {

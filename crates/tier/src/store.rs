@@ -190,7 +190,7 @@ impl FlashStore {
                 )));
             }
         }
-        let flags = Flags { retention, tombstone: false };
+        let flags = Flags::record(retention, false);
         let app = match self.append(&mut self.writer.lock(), key, value, flags, Mode::Foreground)? {
             Ok(app) => app,
             Err(_) => return Ok(Attempt::NeedRegion),
@@ -309,7 +309,7 @@ impl FlashStore {
         let idx = shard.find_loc(tag, found.slot.loc()).expect("the key's slot survives dropping others");
         let mut sync = None;
         if found.slot.retention() == Retention::Durable {
-            let flags = Flags { retention: Retention::Durable, tombstone: true };
+            let flags = Flags::record(Retention::Durable, true);
             match self.append(&mut self.writer.lock(), key, &[], flags, Mode::Foreground)? {
                 Ok(app) => sync = Some(app.pos),
                 Err(_) => return Ok(Attempt::NeedRegion),

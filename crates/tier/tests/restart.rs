@@ -266,3 +266,58 @@ fn reopen_with_a_larger_size_grows_and_a_smaller_shrinks() {
     assert_eq!(store.stats().regions, 8);
     check_exact(&store, &model);
 }
+
+/// Rewrites the format version of the superblock and of every region header
+/// in the file at `path`, checksums included (what a version-1 build wrote).
+fn set_format_version(path: &std::path::Path, regions: u64, region_size: u64, version: u32) {
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(path).expect("open the file");
+    let patch = |at: u64, crc_at: usize| {
+        let mut block = vec![0u8; 64];
+        file.read_exact_at(&mut block, at).expect("read a header");
+        if block.iter().all(|&b| b == 0) {
+            return;
+        }
+        block[8..12].copy_from_slice(&version.to_le_bytes());
+        let crc = crc32c::crc32c(&block[..crc_at]);
+        block[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
+        file.write_all_at(&block, at).expect("write a header");
+    };
+    patch(0, 24);
+    for r in 0..regions {
+        patch(4096 + r * region_size, 60);
+    }
+    file.sync_all().expect("sync");
+}
+
+fn superblock_version(path: &std::path::Path) -> u32 {
+    let bytes = std::fs::read(path).expect("read the file");
+    u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"))
+}
+
+#[test]
+fn a_version_1_file_is_read_and_marked_version_2_and_a_newer_one_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = config(dir.path(), 16);
+    let (store, _) = open(&c, b"T1");
+    let mut model = Model::new();
+    fill(&store, &mut model, 0, 500, 0);
+    store.close(b"T1").expect("close");
+    set_format_version(&c.path, 16, u64::from(c.region_size), 1);
+    assert_eq!(superblock_version(&c.path), 1);
+    let (store, report) = open(&c, b"T1");
+    assert_eq!(report.warm, Warm::FromIndex, "a version-1 file's checkpoint is used as it is");
+    check_exact(&store, &model);
+    store.close(b"T1").expect("close");
+    assert_eq!(superblock_version(&c.path), 2, "a version-1 build must refuse the file from now on");
+    // Version-1 regions are scanned as well as version-2 ones.
+    let (store, report) = open(&c, b"other token");
+    assert_eq!(report.warm, Warm::FromScan);
+    check_exact(&store, &model);
+    store.close(b"T1").expect("close");
+    set_format_version(&c.path, 16, u64::from(c.region_size), 3);
+    match FlashStore::open(&c, b"T1") {
+        Err(pgtier_tier::TierError::Format(reason)) => assert!(reason.contains("format version 3"), "{reason}"),
+        Err(other) => panic!("a version-3 file gave {other}"),
+        Ok(_) => panic!("a version-3 file was opened"),
+    }
+}
