@@ -281,6 +281,15 @@ impl Database {
         self.inner.catalog.current().store(table).map_or(0, |s| s.memory_bytes())
     }
 
+    /// Committed live rows of `table` (a counter, not a scan).
+    pub fn table_rows(&self, table: TableId) -> u64 {
+        self.inner
+            .catalog
+            .current()
+            .store(table)
+            .map_or(0, |s| u64::try_from(s.live_rows.load(std::sync::atomic::Ordering::Relaxed)).unwrap_or(0))
+    }
+
     /// Rows of `table` by how long ago they were last used, in ticks of
     /// [`Database::access_tick`]: `counts[i]` rows were used within
     /// `ages[i]` ticks of now (and not within `ages[i - 1]`), the last entry

@@ -613,7 +613,25 @@ impl Cache {
             self.db.collect_garbage_committed(aging::GC_WAIT_MAX);
             self.uncollected.check(&self.db);
         }
+        self.fit_recent_reads();
         report
+    }
+
+    /// Sizes the flash tier's memory of answered reads for the instances
+    /// memory now holds in the groups that use flash.
+    fn fit_recent_reads(&self) {
+        if !self.flash.enabled() {
+            return;
+        }
+        let catalog = self.db.catalog();
+        let instances: u64 = self
+            .group_entries()
+            .iter()
+            .filter(|entry| self.flash.accepts(entry))
+            .filter_map(|entry| catalog.table_by_name(&entry.group.root().def.name))
+            .map(|root| self.db.table_rows(root.id))
+            .sum();
+        self.flash.fit_recent_reads(instances);
     }
 
     /// One round (the caller holds `aging_round`), sparing instances used
