@@ -40,7 +40,8 @@ const FLAG_RETENTION_MASK: u8 = 0b11;
 const FLAG_TOMBSTONE: u8 = 0b100;
 const FLAG_FILLER: u8 = 0b1000;
 
-/// The file's identity, written once at creation.
+/// The file's identity, written at creation (and again, as this version,
+/// when a file of an older version is opened).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Superblock {
     pub region_size: u32,
