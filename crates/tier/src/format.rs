@@ -215,18 +215,25 @@ pub(crate) fn record_seed(nonce: u64, seq: u64) -> u32 {
 pub(crate) fn encode_record(out: &mut [u8], key: &[u8], value: &[u8], flags: Flags, seq: u64, seed: u32) {
     let total = record_bytes(key.len(), value.len());
     assert_eq!(out.len(), total, "record buffer of the wrong size");
-    let key_len = u16::try_from(key.len()).expect("key length checked by the caller");
-    let value_len = u32::try_from(value.len()).expect("value length checked by the caller");
+    let body = RECORD_HEADER_BYTES + key.len();
+    out[RECORD_HEADER_BYTES..body].copy_from_slice(key);
+    out[body..body + value.len()].copy_from_slice(value);
+    out[body + value.len()..].fill(0);
+    seal_record(out, key.len(), value.len(), flags, seq, seed);
+}
+
+/// Writes the header of the record whose key and value are already in
+/// `out` after it, the checksum last.
+fn seal_record(out: &mut [u8], key_len: usize, value_len: usize, flags: Flags, seq: u64, seed: u32) {
+    let body = RECORD_HEADER_BYTES + key_len + value_len;
+    let key_len = u16::try_from(key_len).expect("key length checked by the caller");
+    let value_len = u32::try_from(value_len).expect("value length checked by the caller");
     out[4..8].copy_from_slice(&value_len.to_le_bytes());
     out[8..10].copy_from_slice(&key_len.to_le_bytes());
     out[10] = flags.encode();
     out[11] = 0;
     out[12..20].copy_from_slice(&seq.to_le_bytes());
-    let body = RECORD_HEADER_BYTES + key.len();
-    out[RECORD_HEADER_BYTES..body].copy_from_slice(key);
-    out[body..body + value.len()].copy_from_slice(value);
-    out[body + value.len()..].fill(0);
-    let crc = crc32c::crc32c_append(seed, &out[4..body + value.len()]);
+    let crc = crc32c::crc32c_append(seed, &out[4..body]);
     out[0..4].copy_from_slice(&crc.to_le_bytes());
 }
 
@@ -249,16 +256,9 @@ pub(crate) fn filler_before(at: usize, need: usize) -> usize {
 /// `MIN_FILLER_BYTES`, a multiple of the record alignment).
 pub(crate) fn encode_filler(out: &mut [u8], seq: u64, seed: u32) {
     assert!(out.len() >= MIN_FILLER_BYTES && out.len().is_multiple_of(RECORD_ALIGN), "filler of {} bytes", out.len());
-    let value_len = u32::try_from(out.len() - RECORD_HEADER_BYTES).expect("a filler is smaller than a block");
-    let flags = Flags { retention: Retention::Evictable, tombstone: false, filler: true };
-    out[4..8].copy_from_slice(&value_len.to_le_bytes());
-    out[8..10].fill(0);
-    out[10] = flags.encode();
-    out[11] = 0;
-    out[12..20].copy_from_slice(&seq.to_le_bytes());
     out[RECORD_HEADER_BYTES..].fill(0);
-    let crc = crc32c::crc32c_append(seed, &out[4..]);
-    out[0..4].copy_from_slice(&crc.to_le_bytes());
+    let flags = Flags { retention: Retention::Evictable, tombstone: false, filler: true };
+    seal_record(out, 0, out.len() - RECORD_HEADER_BYTES, flags, seq, seed);
 }
 
 /// Why bytes are not a record.
