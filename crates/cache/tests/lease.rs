@@ -204,7 +204,20 @@ fn the_member_that_lost_the_lease_cannot_write_through() {
     let standby = open(second.path(), &url, "fence", grant_b.epoch);
     assert_eq!(standby.identity().incarnation, active.identity().incarnation);
     // The old active commits locally; PostgreSQL refuses to take them.
-    increments(&active, 50);
+    // Once its write-through has heard the refusal (the standby's takeover
+    // ended its session, which may come before these commits), it refuses
+    // them itself: either way none reaches PostgreSQL.
+    let db = active.database();
+    let subscriber = db.catalog().table_by_name("subscriber").unwrap().id;
+    for i in 0..50 {
+        let mut txn = db.begin().unwrap();
+        let outcome = txn.update(subscriber, &[Value::Int4(1 + i % 100)], &[(5, Value::Int4(-1))]);
+        let outcome = outcome.and_then(|_| txn.commit());
+        if let Err(error) = outcome {
+            assert_eq!(error.sqlstate(), "55000", "{error}");
+            assert!(error.to_string().contains("fence"), "{error}");
+        }
+    }
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let info = active.propagation_info().unwrap();
