@@ -53,19 +53,26 @@ use crate::registry::{GroupEntry, InstancePin};
 /// they never keep the cache alive.
 pub(crate) trait DynamicHost: WriteThroughState {
     fn database(&self) -> &Database;
-    /// Makes sure the instance of `root_key` of group `group` is cached
+    /// The group named `group` and its layout, resolved once per miss
+    /// (each resolution walks the catalog).
+    fn miss_target(&self, group: &str) -> Result<(Arc<GroupEntry>, InstanceLayout), CacheError>;
+    /// Makes sure the instance of root key `key` (normalized) is cached
     /// when PostgreSQL has it, and pins it (`Cache::ensure_pinned`).
-    fn ensure_pinned(&self, group: &str, root_key: &[Value]) -> Result<Ensured, CacheError>;
-    /// Whether that instance is cached now (a fresh snapshot).
-    fn instance_cached(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError>;
-    /// For a read that missed: the instance of `root_key` as flash holds it,
-    /// left there (`Flash::answer`), as the engine's answer with one cover
-    /// per `(table, root key columns)` of `covers`. None: not on flash (or
-    /// read from there lately); the caller loads it.
+    fn ensure_pinned_in(
+        &self,
+        entry: &Arc<GroupEntry>,
+        layout: &InstanceLayout,
+        key: &[Value],
+    ) -> Result<Ensured, CacheError>;
+    /// For a read that missed: the instance of root key `key` (normalized)
+    /// as flash holds it, left there (`Flash::answer`), as the engine's
+    /// answer with one cover per `(table, root key columns)` of `covers`.
+    /// None: not on flash (or read from there lately); the caller loads it.
     fn flash_answer(
         &self,
-        group: &str,
-        root_key: &[Value],
+        entry: &GroupEntry,
+        layout: &InstanceLayout,
+        key: Vec<Value>,
         covers: &[(TableId, Vec<usize>)],
     ) -> Result<Option<MissAnswer>, CacheError>;
     /// The instance on the flash tier, when it is there (`Flash::find`).
@@ -114,6 +121,9 @@ pub(crate) fn root_key_of(map: &[usize], columns: &[usize], values: &[Value]) ->
 pub(crate) struct Ensured {
     /// This call (or the flight it waited for) inserted the instance.
     pub loaded: bool,
+    /// It was cached already, at a snapshot taken after the pin: with the
+    /// pin held it stays so, and the caller need not look again.
+    pub cached: bool,
     /// Taken before anything was looked at: no eviction of the instance
     /// begins until it is dropped (None: the key cannot be a root key).
     pub pin: Option<InstancePin>,
@@ -162,15 +172,20 @@ impl Dynamic {
         root_key: &[Value],
     ) -> Result<Ensured, CacheError> {
         let db = cache.database();
-        let Some(key) = layout.normalize_root_key(root_key) else { return Ok(Ensured { loaded: false, pin: None }) };
+        let Some(key) = layout.normalize_root_key(root_key) else {
+            return Ok(Ensured { loaded: false, cached: false, pin: None });
+        };
         // Pinned first: an eviction that has not begun now never will.
         let pin = Some(InstancePin::new(entry, &key));
         // An eviction of it under way: its end decides whether it is cached.
         entry.evicting.wait_out(&key, std::time::Duration::from_secs(5));
         // An instance with changes PostgreSQL does not have yet is never
         // loaded from there; in write-back mode flash may hold it.
-        if layout.root_cached(db, &key)? || (entry.is_dirty(&key) && !cache.flash_holds_dirty(entry)) {
-            return Ok(Ensured { loaded: false, pin });
+        if layout.root_cached(db, &key)? {
+            return Ok(Ensured { loaded: false, cached: true, pin });
+        }
+        if entry.is_dirty(&key) && !cache.flash_holds_dirty(entry) {
+            return Ok(Ensured { loaded: false, cached: false, pin });
         }
         let flight_key = format!("{}\u{0}{}", entry.def.name, key_text(&key));
         let (flight, leader) = {
@@ -190,13 +205,13 @@ impl Dynamic {
                 flight.done.wait(&mut outcome);
             }
             return match outcome.as_ref() {
-                Some(Ok(loaded)) => Ok(Ensured { loaded: *loaded, pin }),
+                Some(Ok(loaded)) => Ok(Ensured { loaded: *loaded, cached: false, pin }),
                 Some(Err((sqlstate, message))) => Err(CacheError::DynamicLoad {
                     group: entry.def.name.clone(),
                     sqlstate: sqlstate.clone(),
                     reason: message.clone(),
                 }),
-                None => Ok(Ensured { loaded: false, pin }),
+                None => Ok(Ensured { loaded: false, cached: false, pin }),
             };
         }
         let started = Instant::now();
@@ -241,7 +256,7 @@ impl Dynamic {
         );
         flight.done.notify_all();
         self.flights.lock().remove(&flight_key);
-        result.map(|loaded| Ensured { loaded, pin })
+        result.map(|loaded| Ensured { loaded, cached: false, pin })
     }
 
     fn load_instance(
@@ -528,18 +543,23 @@ impl pgtier_engine::MissHook for TableHook {
         let Some(cache) = self.cache.upgrade() else { return Ok(NotFound) };
         let Some(root_key) = miss_root_key(db, &self.root_key_columns, miss) else { return Ok(NotFound) };
         let to_engine = |error: CacheError| EngineError::hook(error.sqlstate(), error.to_string(), error.hint());
+        let (entry, layout) = cache.miss_target(&self.group).map_err(to_engine)?;
+        // A key of another type than the root key's cannot name a cached instance.
+        let Some(key) = layout.normalize_root_key(&root_key) else { return Ok(NotFound) };
         // A read is answered from flash where it can be: no promotion, so
         // no eviction to make room for one.
         if intent == pgtier_engine::MissIntent::Read
-            && let Some(answer) = cache.flash_answer(&self.group, &root_key, &self.covers).map_err(to_engine)?
+            && let Some(answer) = cache.flash_answer(&entry, &layout, key.clone(), &self.covers).map_err(to_engine)?
         {
             return Ok(pgtier_engine::MissResolution::Answer(answer));
         }
-        let ensured = cache.ensure_pinned(&self.group, &root_key).map_err(to_engine)?;
+        let ensured = cache.ensure_pinned_in(&entry, &layout, &key).map_err(to_engine)?;
         // Or cached after this transaction's snapshot was taken (another
         // session's load ended just before this miss): the engine looks
-        // again with a fresh snapshot only when told so.
-        if ensured.loaded || cache.instance_cached(&self.group, &root_key).map_err(to_engine)? {
+        // again with a fresh snapshot only when told so. Most misses are
+        // of rows an instance in memory does not have (TATP's absent
+        // access_info types): `ensure` saw it cached, pinned, so no second look.
+        if ensured.loaded || ensured.cached || layout.root_cached(db, &key).map_err(to_engine)? {
             // The pin goes with the transaction: its retry, and whatever it
             // reads of the instance until it ends, find it still cached.
             let hold = ensured.pin.map(|pin| Box::new(pin) as pgtier_engine::MissHold);

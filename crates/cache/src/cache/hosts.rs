@@ -194,30 +194,38 @@ impl DynamicHost for Cache {
         &self.db
     }
 
-    fn ensure_pinned(&self, group: &str, root_key: &[Value]) -> Result<Ensured, CacheError> {
-        Cache::ensure_pinned(self, group, root_key)
+    fn miss_target(&self, group: &str) -> Result<(Arc<GroupEntry>, InstanceLayout), CacheError> {
+        let entry = self.entry(group)?;
+        let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
+        Ok((entry, layout))
     }
 
-    fn instance_cached(&self, group: &str, root_key: &[Value]) -> Result<bool, CacheError> {
-        Cache::instance_cached(self, group, root_key)
+    fn ensure_pinned_in(
+        &self,
+        entry: &Arc<GroupEntry>,
+        layout: &InstanceLayout,
+        key: &[Value],
+    ) -> Result<Ensured, CacheError> {
+        Cache::ensure_pinned_in(self, entry, layout, key)
     }
 
     fn flash_answer(
         &self,
-        group: &str,
-        root_key: &[Value],
+        entry: &GroupEntry,
+        layout: &InstanceLayout,
+        key: Vec<Value>,
         covers: &[(TableId, Vec<usize>)],
     ) -> Result<Option<MissAnswer>, CacheError> {
-        if !self.flash.enabled() {
+        if !self.flash.enabled() || !crate::flash::eligible(&entry.def) {
             return Ok(None);
         }
-        let entry = self.entry(group)?;
-        if !crate::flash::eligible(&entry.def) {
+        // An instance in memory has no current record on flash (its
+        // promotion took it): the miss is of a row it does not have, and
+        // one lookup here saves the index's and the record key's.
+        if layout.root_cached(&self.db, &key)? {
             return Ok(None);
         }
-        let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
-        let Some(key) = layout.normalize_root_key(root_key) else { return Ok(None) };
-        let Some(instance) = self.flash.answer(&self.db, &entry, &layout, &key)? else { return Ok(None) };
+        let Some(instance) = self.flash.answer(&self.db, entry, layout, &key)? else { return Ok(None) };
         let rows = layout
             .tables
             .iter()

@@ -720,12 +720,22 @@ impl Cache {
     /// begins until the pin is dropped (what a miss hands its transaction).
     pub(crate) fn ensure_pinned(&self, group: &str, root_key: &[Value]) -> Result<Ensured, CacheError> {
         let entry = self.entry(group)?;
-        // A key another node owns is never loaded here (`shard.rs`).
-        self.check_owned_key(&entry, root_key)?;
         let layout = InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
+        self.ensure_pinned_in(&entry, &layout, root_key)
+    }
+
+    /// `ensure_pinned` for a group and layout the caller resolved.
+    pub(crate) fn ensure_pinned_in(
+        &self,
+        entry: &Arc<GroupEntry>,
+        layout: &InstanceLayout,
+        root_key: &[Value],
+    ) -> Result<Ensured, CacheError> {
+        // A key another node owns is never loaded here (`shard.rs`).
+        self.check_owned_key(entry, root_key)?;
         // Before the load: the round makes room for it.
         self.help_aging();
-        self.dynamic.ensure(self, &entry, &layout, root_key)
+        self.dynamic.ensure(self, entry, layout, root_key)
     }
 
     /// The database's memory, measured at most once per
