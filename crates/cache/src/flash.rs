@@ -61,7 +61,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::{Mutex, RwLock};
-use pgtier_engine::{CommitMode, Database, Origin, Value, decode_values, encode_values};
+use pgtier_engine::{CommitMode, Database, MissAnswer, Origin, RowRef, TableId, Value, decode_values, encode_values};
 use pgtier_tier::{FlashStore, Inserted, IoMode, OpenReport, Retention, TierConfig, TierError, TierStats};
 use serde::{Deserialize, Serialize};
 
@@ -71,8 +71,13 @@ use crate::instance::{Instance, InstanceLayout, key_text};
 use crate::registry::GroupEntry;
 use crate::statement::{CreateGroup, FlashPolicy};
 
-/// Bumped when the record layout below changes.
+/// Bumped when the record layout below changes: `encode_instance`, the
+/// rows as values, which durable (write-back) records use.
 const RECORD_FORMAT: u8 = 1;
+
+/// Clean records' layout (`encode_images`): the rows as the engine stores
+/// them, under the table ids they were written for.
+const IMAGE_FORMAT: u8 = 2;
 
 /// The generation of durable (write-back) records: whole-group changes
 /// never move it, since such records are the only copy of their changes.
@@ -244,6 +249,119 @@ fn encode_instance(instance: &Instance) -> Vec<u8> {
         }
     }
     out
+}
+
+/// A clean record: format, table count, per table its id, row count and
+/// rows in the engine's row format (`RowRef::bytes`). A read answered from
+/// it hands the rows to the engine as they are (`MissAnswer::images`):
+/// decoding values and encoding them into rows again had been a third of
+/// the CPU a flash-answered read spent outside the kernel. None when a
+/// table is gone or a row does not encode for it (the caller then writes
+/// `encode_instance`'s values).
+///
+/// Only clean records: an image is valid for its table id alone, and any
+/// change to a table's columns gives it a new id (the engine's ALTER TABLE
+/// is a rewrite), so a clean record of an older table is a miss (PostgreSQL
+/// has it). A durable record is the only copy of its changes: it keeps the
+/// values, which a table with the same columns under a new id still reads.
+fn encode_images(db: &Database, layout: &InstanceLayout, instance: &Instance) -> Option<Vec<u8>> {
+    let catalog = db.catalog();
+    let mut out = vec![IMAGE_FORMAT];
+    out.extend_from_slice(&(instance.rows.len() as u32).to_le_bytes());
+    let mut image = Vec::new();
+    for (table, rows) in layout.tables.iter().zip(&instance.rows) {
+        let schema = catalog.table(table.id)?;
+        out.extend_from_slice(&table.id.0.to_le_bytes());
+        out.extend_from_slice(&(rows.len() as u32).to_le_bytes());
+        for row in rows {
+            image.clear();
+            RowRef::encode(schema, row, &mut image).ok()?;
+            out.extend_from_slice(&(image.len() as u32).to_le_bytes());
+            out.extend_from_slice(&image);
+        }
+    }
+    Some(out)
+}
+
+/// One table's row images in a record.
+type TableImages<'a> = (TableId, Vec<&'a [u8]>);
+
+/// The row images of an `IMAGE_FORMAT` record, per table, when it was
+/// written for `layout`'s tables as they are now (the same ids, in order,
+/// one root row); None otherwise. The images themselves are checked by
+/// whoever reads them (`RowRef::from_image`, the engine's answer path).
+fn split_images<'a>(bytes: &'a [u8], layout: &InstanceLayout) -> Option<Vec<TableImages<'a>>> {
+    let mut at = 0usize;
+    let mut take = |n: usize| {
+        let slice = bytes.get(at..at.checked_add(n)?)?;
+        at += n;
+        Some(slice)
+    };
+    let u32_at = |slice: &[u8]| u32::from_le_bytes(slice.try_into().unwrap_or([0xff; 4]));
+    if take(1)? != [IMAGE_FORMAT] || u32_at(take(4)?) as usize != layout.tables.len() {
+        return None;
+    }
+    let mut tables = Vec::with_capacity(layout.tables.len());
+    for table in &layout.tables {
+        if TableId(u32_at(take(4)?)) != table.id {
+            return None;
+        }
+        let count = u32_at(take(4)?) as usize;
+        let mut rows = Vec::with_capacity(count.min(4096));
+        for _ in 0..count {
+            let len = u32_at(take(4)?) as usize;
+            rows.push(take(len)?);
+        }
+        tables.push((table.id, rows));
+    }
+    (at == bytes.len() && tables.first().is_some_and(|(_, root)| root.len() == 1)).then_some(tables)
+}
+
+/// The instance a record holds, in either format, when it fits `layout`'s
+/// tables now; None when it cannot be one.
+fn decode_record(db: &Database, layout: &InstanceLayout, bytes: &[u8]) -> Option<Instance> {
+    if bytes.first() != Some(&IMAGE_FORMAT) {
+        return decode_instance(bytes, &widths(db, layout));
+    }
+    let catalog = db.catalog();
+    let mut instance = Instance { rows: Vec::with_capacity(layout.tables.len()) };
+    for (table, images) in split_images(bytes, layout)? {
+        let schema = catalog.table(table)?;
+        let rows = images.into_iter().map(|image| RowRef::from_image(schema, image).ok().map(|row| row.values()));
+        instance.rows.push(rows.collect::<Option<Vec<_>>>()?);
+    }
+    Some(instance)
+}
+
+/// A record as the rows answering a read (no covers yet), in either
+/// format: images as they are, values otherwise.
+fn answer_rows(db: &Database, layout: &InstanceLayout, bytes: &[u8]) -> Option<MissAnswer> {
+    if bytes.first() != Some(&IMAGE_FORMAT) {
+        return decode_instance(bytes, &widths(db, layout)).map(|instance| instance_answer(layout, instance));
+    }
+    // Checked here as well as by the engine: a record that does not fit is
+    // a miss (PostgreSQL answers), not the statement's error.
+    let catalog = db.catalog();
+    let mut answer = MissAnswer::default();
+    for (table, images) in split_images(bytes, layout)? {
+        let schema = catalog.table(table)?;
+        for image in images {
+            RowRef::from_image(schema, image).ok()?;
+            answer.images.push((table, image.to_vec()));
+        }
+    }
+    Some(answer)
+}
+
+/// An instance's rows as the rows answering a read (no covers yet).
+fn instance_answer(layout: &InstanceLayout, instance: Instance) -> MissAnswer {
+    let rows = layout
+        .tables
+        .iter()
+        .zip(instance.rows)
+        .flat_map(|(table, rows)| rows.into_iter().map(move |row| (table.id, row)))
+        .collect();
+    MissAnswer { rows, ..MissAnswer::default() }
 }
 
 /// The instance in `bytes`, when it has the shape of `layout`'s tables
@@ -423,7 +541,7 @@ impl Flash {
         if store.contains(&record) {
             return false;
         }
-        let stored = self.store_record(&store, entry, &record, instance, Retention::Durable);
+        let stored = self.store_record(&store, entry, &record, &encode_instance(instance), Retention::Durable);
         if stored {
             entry.counters.flash_demoted_dirty.fetch_add(1, Ordering::Relaxed);
         }
@@ -451,12 +569,12 @@ impl Flash {
         store: &FlashStore,
         entry: &GroupEntry,
         record: &[u8],
-        instance: &Instance,
+        value: &[u8],
         retention: Retention,
     ) -> bool {
         // Durable records are made stable by `sync_durable`, once per batch.
         let insert = if retention == Retention::Durable { FlashStore::insert_deferred } else { FlashStore::insert };
-        match insert(store, record, &encode_instance(instance), retention) {
+        match insert(store, record, value, retention) {
             Ok(Inserted::Stored) => {
                 entry.counters.flash_demoted.fetch_add(1, Ordering::Relaxed);
                 true
@@ -491,7 +609,14 @@ impl Flash {
 
     /// Stores an instance that is leaving memory; false when the tier did
     /// not take it (then it simply goes, as without flash).
-    pub fn demote(&self, entry: &GroupEntry, layout: &InstanceLayout, key: &[Value], instance: &Instance) -> bool {
+    pub fn demote(
+        &self,
+        db: &Database,
+        entry: &GroupEntry,
+        layout: &InstanceLayout,
+        key: &[Value],
+        instance: &Instance,
+    ) -> bool {
         let _gate = self.demotion_gate.read();
         if self.demotions_stopped.load(Ordering::Acquire) {
             return false;
@@ -500,7 +625,8 @@ impl Flash {
         let group = layout.root().id.0;
         let retention = if entry.def.flash == FlashPolicy::Keep { Retention::Keep } else { Retention::Evictable };
         let record = record_key(group, self.generation(group), key);
-        self.store_record(&store, entry, &record, instance, retention)
+        let value = encode_images(db, layout, instance).unwrap_or_else(|| encode_instance(instance));
+        self.store_record(&store, entry, &record, &value, retention)
     }
 
     /// Forgets the record of one instance (a demotion whose eviction failed).
@@ -538,10 +664,9 @@ impl Flash {
     ) -> Result<Option<OnFlash>, CacheError> {
         let Some(store) = self.store() else { return Ok(None) };
         let group = layout.root().id.0;
-        let widths = widths(db, layout);
         match store.take(&record_key(group, self.generation(group), key)) {
             Ok(Some((bytes, _))) => {
-                if let Some(instance) = decode_instance(&bytes, &widths) {
+                if let Some(instance) = decode_record(db, layout, &bytes) {
                     entry.counters.flash_promoted.fetch_add(1, Ordering::Relaxed);
                     return Ok(Some(OnFlash::Clean(instance)));
                 }
@@ -549,7 +674,7 @@ impl Flash {
             Ok(None) => {}
             Err(error) => self.note_read_error(&error.to_string()),
         }
-        if let Some(instance) = self.durable_record(&store, entry, group, key, &widths)? {
+        if let Some(instance) = self.durable_record(db, &store, entry, layout, key)? {
             entry.counters.flash_promoted.fetch_add(1, Ordering::Relaxed);
             return Ok(Some(OnFlash::Durable(instance)));
         }
@@ -561,17 +686,19 @@ impl Flash {
     /// its changes, so one that cannot be read is an error (XX001).
     fn durable_record(
         &self,
+        db: &Database,
         store: &FlashStore,
         entry: &GroupEntry,
-        group: u32,
+        layout: &InstanceLayout,
         key: &[Value],
-        widths: &[usize],
     ) -> Result<Option<Instance>, CacheError> {
         if self.mode != TierMode::WriteBack {
             return Ok(None);
         }
-        match store.get(&record_key(group, DURABLE_GENERATION, key)) {
-            Ok(Some((bytes, _))) => decode_instance(&bytes, widths).map(Some).ok_or_else(|| lost(&entry.def.name, key)),
+        match store.get(&record_key(layout.root().id.0, DURABLE_GENERATION, key)) {
+            Ok(Some((bytes, _))) => {
+                decode_record(db, layout, &bytes).map(Some).ok_or_else(|| lost(&entry.def.name, key))
+            }
             Ok(None) => Ok(None),
             Err(error) => Err(CacheError::Tier {
                 sqlstate: "XX001",
@@ -584,8 +711,9 @@ impl Flash {
         }
     }
 
-    /// The instance of `key` on flash, for a read that missed in memory,
-    /// left where it is (see the module comment). None when flash does not
+    /// The rows of `key`'s instance on flash, for a read that missed in
+    /// memory (no covers: the caller adds them), left where they are (see
+    /// the module comment). None when flash does not
     /// have it, or when it was read from flash lately: then the caller
     /// promotes it (`find`). A clean record that cannot be read is a miss
     /// (PostgreSQL has it); a durable one an error (XX001), as in `find`.
@@ -595,31 +723,28 @@ impl Flash {
         entry: &GroupEntry,
         layout: &InstanceLayout,
         key: &[Value],
-    ) -> Result<Option<Instance>, CacheError> {
+    ) -> Result<Option<MissAnswer>, CacheError> {
         let Some(store) = self.store() else { return Ok(None) };
         let group = layout.root().id.0;
         let clean = record_key(group, self.generation(group), key);
         if self.recent_reads.take(&clean) {
             return Ok(None);
         }
-        let widths = widths(db, layout);
         match store.get(&clean) {
             Ok(Some((bytes, _))) => {
-                if let Some(instance) = decode_instance(&bytes, &widths) {
+                if let Some(answer) = answer_rows(db, layout, &bytes) {
                     self.recent_reads.remember(&clean);
                     entry.counters.flash_answered.fetch_add(1, Ordering::Relaxed);
-                    return Ok(Some(instance));
+                    return Ok(Some(answer));
                 }
             }
             Ok(None) => {}
             Err(error) => self.note_read_error(&error.to_string()),
         }
-        let durable = self.durable_record(&store, entry, group, key, &widths)?;
-        if durable.is_some() {
-            self.recent_reads.remember(&clean);
-            entry.counters.flash_answered.fetch_add(1, Ordering::Relaxed);
-        }
-        Ok(durable)
+        let Some(durable) = self.durable_record(db, &store, entry, layout, key)? else { return Ok(None) };
+        self.recent_reads.remember(&clean);
+        entry.counters.flash_answered.fetch_add(1, Ordering::Relaxed);
+        Ok(Some(instance_answer(layout, durable)))
     }
 
     /// Every durable record of the group.
@@ -651,11 +776,10 @@ impl Flash {
         layout: &InstanceLayout,
     ) -> Result<u64, CacheError> {
         let Some(store) = self.store() else { return Ok(0) };
-        let widths = widths(db, layout);
         let mut restored = 0;
         for DurableRecord { root_key, record, value } in self.durable_records(layout.root().id.0)? {
             if !layout.root_cached(db, &root_key)? {
-                let instance = decode_instance(&value, &widths).ok_or_else(|| lost(&entry.def.name, &root_key))?;
+                let instance = decode_record(db, layout, &value).ok_or_else(|| lost(&entry.def.name, &root_key))?;
                 let mut txn = db.begin_with_origin(CommitMode::Sync, Origin::Load)?;
                 for (table, rows) in layout.tables.iter().zip(&instance.rows) {
                     for row in rows {
@@ -919,6 +1043,89 @@ mod tests {
         let mut longer = bytes.clone();
         longer.push(0);
         assert!(decode_instance(&longer, &[2, 3]).is_none(), "trailing bytes");
+    }
+
+    /// A clean record keeps the rows as the engine stores them: read back
+    /// as values (a promotion) or as images (an answer) they are the rows
+    /// written; a record of other tables, or damaged framing, is no record.
+    #[test]
+    fn a_clean_record_of_row_images_reads_back_for_its_tables_only() {
+        use crate::instance::TableLayout;
+        use pgtier_engine::{ColumnDef, DataType, EngineConfig, TableDef};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Database::open(dir.path(), EngineConfig::default()).expect("open");
+        let mut txn = db.begin().expect("begin");
+        let columns = |names: &[(&str, DataType)]| names.iter().map(|(n, t)| ColumnDef::new(*n, *t)).collect();
+        let root = txn
+            .create_table(&TableDef::new("root", columns(&[("id", DataType::Int8), ("name", DataType::Text)]), &["id"]))
+            .expect("root");
+        let child = txn
+            .create_table(&TableDef::new(
+                "child",
+                columns(&[("id", DataType::Int8), ("n", DataType::Int4), ("note", DataType::Varchar(4))]),
+                &["id", "n"],
+            ))
+            .expect("child");
+        txn.commit().expect("commit");
+        let table = |id, primary_key: Vec<usize>| TableLayout {
+            id,
+            key_types: primary_key.iter().map(|_| DataType::Int8).collect(),
+            primary_key,
+            parent: None,
+        };
+        let layout = InstanceLayout { tables: vec![table(root, vec![0]), table(child, vec![0, 1])] };
+        let instance = Instance {
+            rows: vec![
+                vec![vec![Value::Int8(7), Value::Text("x".into())]],
+                vec![
+                    vec![Value::Int8(7), Value::Int4(1), Value::Null],
+                    vec![Value::Int8(7), Value::Int4(2), Value::Text("abcd".into())],
+                ],
+            ],
+        };
+        let bytes = encode_images(&db, &layout, &instance).expect("encodes");
+        assert_eq!(bytes[0], IMAGE_FORMAT);
+        assert_eq!(decode_record(&db, &layout, &bytes).expect("decodes").rows, instance.rows);
+        let answer = answer_rows(&db, &layout, &bytes).expect("answers");
+        assert!(answer.rows.is_empty() && answer.covers.is_empty());
+        let tables: Vec<TableId> = answer.images.iter().map(|(table, _)| *table).collect();
+        assert_eq!(tables, [root, child, child]);
+        let schema = db.catalog().table(child).expect("child").clone();
+        let second = RowRef::from_image(&schema, &answer.images[2].1).expect("an image of its table").values();
+        assert_eq!(second, instance.rows[1][1]);
+        // Values the table's types refuse make no image record.
+        let wide = Instance {
+            rows: vec![
+                instance.rows[0].clone(),
+                vec![vec![Value::Int8(7), Value::Int4(1), Value::Text("abcde".into())]],
+            ],
+        };
+        assert!(encode_images(&db, &layout, &wide).is_none());
+        // Other tables (a table rewritten under a new id, a table fewer).
+        let moved = InstanceLayout { tables: vec![table(root, vec![0]), table(TableId(child.0 + 100), vec![0, 1])] };
+        assert!(decode_record(&db, &moved, &bytes).is_none());
+        assert!(answer_rows(&db, &moved, &bytes).is_none());
+        let fewer = InstanceLayout { tables: vec![table(root, vec![0])] };
+        assert!(decode_record(&db, &fewer, &bytes).is_none());
+        // Framing.
+        assert!(decode_record(&db, &layout, &bytes[..bytes.len() - 1]).is_none(), "cut short");
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(answer_rows(&db, &layout, &longer).is_none(), "trailing bytes");
+        // A row image that does not fit its layout (its last byte cut, the
+        // lengths around it adjusted): no answer, no values.
+        let last_image = answer.images[2].1.len();
+        let row_len_at = bytes.len() - last_image - 4;
+        let mut short = bytes.clone();
+        short.pop();
+        short[row_len_at..row_len_at + 4].copy_from_slice(&(last_image as u32 - 1).to_le_bytes());
+        assert!(split_images(&short, &layout).is_some(), "the framing still holds");
+        assert!(answer_rows(&db, &layout, &short).is_none());
+        assert!(decode_record(&db, &layout, &short).is_none());
+        // The value format still reads (records written before this one).
+        let values = encode_instance(&instance);
+        assert_eq!(decode_record(&db, &layout, &values).expect("decodes").rows, instance.rows);
+        assert_eq!(answer_rows(&db, &layout, &values).expect("answers").rows.len(), 3);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use crate::error::Result;
 use crate::schema::TableSchema;
 use crate::types::{Value, ValueRef};
 
@@ -17,6 +18,22 @@ pub struct RowRef<'a> {
 impl<'a> RowRef<'a> {
     pub(crate) fn new(schema: &'a TableSchema, data: &'a [u8]) -> RowRef<'a> {
         RowRef { schema, data }
+    }
+
+    /// A row of `schema` from bytes kept outside the engine (a row's
+    /// `bytes()` stored elsewhere, as the cache's flash tier does): checked
+    /// against the table's layout first, so damaged bytes are an error,
+    /// never a panic.
+    pub fn from_image(schema: &'a TableSchema, image: &'a [u8]) -> Result<RowRef<'a>> {
+        schema.layout().validate_image(image)?;
+        Ok(RowRef { schema, data: image })
+    }
+
+    /// `values` as a row of `schema` in the engine's row format (what
+    /// `bytes()` returns for a stored row), coerced to the column types as
+    /// an insert would be; appended to `out`.
+    pub fn encode(schema: &TableSchema, values: &[Value], out: &mut Vec<u8>) -> Result<()> {
+        crate::transaction::encode_row(schema, values, out)
     }
 
     pub fn schema(&self) -> &'a TableSchema {

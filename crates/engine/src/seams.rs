@@ -77,6 +77,11 @@ pub enum MissResolution {
 #[derive(Debug, Default)]
 pub struct MissAnswer {
     pub rows: Vec<(TableId, Vec<Value>)>,
+    /// Rows already in their table's row format (`RowRef::bytes` of a row
+    /// as it was stored, under the same table id), answered as they are:
+    /// the engine checks each against the layout, and skips the coercion
+    /// and encoding `rows` need.
+    pub images: Vec<(TableId, Vec<u8>)>,
     pub covers: Vec<MissCover>,
 }
 

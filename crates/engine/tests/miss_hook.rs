@@ -7,14 +7,14 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{create_parent_child, int, open, text};
 use pgtier_engine::{
     CommitMode, Database, EngineError, Miss, MissAnswer, MissCover, MissHook, MissIntent, MissResolution, Origin,
-    Result, RowBuf, TableId, Value,
+    Result, RowBuf, RowRef, TableId, Value,
 };
 
 /// Stands in for PostgreSQL: whole instances (parent id -> child ns).
@@ -30,6 +30,9 @@ struct Loader {
     answer_reads: AtomicBool,
     /// Answer writes too (a broken hook: the engine must refuse).
     answer_writes: AtomicBool,
+    /// Answer the children as row images (`MissAnswer::images`, as the
+    /// cache's clean flash records do); 2: with one image damaged.
+    answer_images: AtomicU8,
     /// Holds handed out and not dropped yet (the cache's pins).
     holds: Arc<AtomicUsize>,
 }
@@ -54,6 +57,7 @@ impl Loader {
             fail: AtomicBool::new(false),
             answer_reads: AtomicBool::new(false),
             answer_writes: AtomicBool::new(false),
+            answer_images: AtomicU8::new(0),
             holds: Arc::new(AtomicUsize::new(0)),
         })
     }
@@ -87,7 +91,7 @@ impl Loader {
 impl Loader {
     /// The instance of `pid` as an answer (parent note "answered"), when
     /// the backend has it.
-    fn answer(&self, pid: i32) -> Option<MissAnswer> {
+    fn answer(&self, db: &Database, pid: i32) -> Option<MissAnswer> {
         let children = self.backend.lock().unwrap().get(&pid).cloned()?;
         let mut rows = vec![(self.parent, vec![int(pid), text("answered"), Value::Int8(pid.into())])];
         // Reversed: the engine orders what a scan visits, not the hook.
@@ -98,7 +102,20 @@ impl Loader {
             .into_iter()
             .map(|table| MissCover { table, columns: vec![0], values: vec![int(pid)] })
             .collect();
-        Some(MissAnswer { rows, covers })
+        let mut images = Vec::new();
+        let mode = self.answer_images.load(Ordering::SeqCst);
+        if mode > 0 {
+            let child = db.catalog().table(self.child).unwrap().clone();
+            for (_, values) in rows.drain(1..) {
+                let mut image = Vec::new();
+                RowRef::encode(&child, &values, &mut image).unwrap();
+                if mode == 2 {
+                    image.pop();
+                }
+                images.push((self.child, image));
+            }
+        }
+        Some(MissAnswer { rows, images, covers })
     }
 }
 
@@ -121,7 +138,7 @@ impl MissHook for Loader {
             MissIntent::Write => self.answer_writes.load(Ordering::SeqCst),
         };
         if answering {
-            return Ok(self.answer(pid).map_or(MissResolution::NotFound, MissResolution::Answer));
+            return Ok(self.answer(db, pid).map_or(MissResolution::NotFound, MissResolution::Answer));
         }
         if !self.load(db, pid)? {
             return Ok(MissResolution::NotFound);
@@ -386,8 +403,33 @@ fn a_hold_lasts_until_the_transaction_ends() {
 /// statement, nothing is inserted, and the hook is not asked again.
 #[test]
 fn reads_inside_an_answer_read_its_rows_and_insert_nothing() {
+    reads_inside_an_answer(0);
+}
+
+/// The same with the children answered as row images.
+#[test]
+fn reads_inside_an_answer_of_row_images_read_them_as_rows() {
+    reads_inside_an_answer(1);
+}
+
+/// An image that does not fit its table's layout fails the statement: an
+/// error, never a panic or a wrong row.
+#[test]
+fn a_damaged_row_image_in_an_answer_is_an_error() {
+    let (_dir, db, h) = setup(&[(1, &[3, 1, 2])]);
+    h.answer_reads.store(true, Ordering::SeqCst);
+    h.answer_images.store(2, Ordering::SeqCst);
+    let mut t = db.begin().unwrap();
+    t.begin_statement().unwrap();
+    let mut row = RowBuf::new();
+    let error = t.get(h.parent, &[int(1)], &mut row).unwrap_err();
+    assert!(matches!(error, EngineError::Corrupt(_)), "{error:?}");
+}
+
+fn reads_inside_an_answer(images: u8) {
     let (_dir, db, h) = setup(&[(1, &[3, 1, 2]), (2, &[])]);
     h.answer_reads.store(true, Ordering::SeqCst);
+    h.answer_images.store(images, Ordering::SeqCst);
     let child_pk = db.catalog().table(h.child).unwrap().primary_index;
     let mut t = db.begin().unwrap();
     t.begin_statement().unwrap();

@@ -39,7 +39,7 @@ impl AgingHost for Cache {
         keys: &[Vec<Value>],
         to_flash: bool,
     ) -> Result<UnloadReport, CacheError> {
-        let demotion = FlashDemotion { flash: &self.flash, entry, layout };
+        let demotion = FlashDemotion { flash: &self.flash, db: &self.db, entry, layout };
         let demotion = (to_flash && self.flash.accepts(entry)).then_some(&demotion as &dyn Demotion);
         Cache::remove_instances(self, entry, layout, keys, None, demotion)
     }
@@ -52,13 +52,14 @@ impl AgingHost for Cache {
 /// Aging's evictions for memory go to the flash tier.
 struct FlashDemotion<'a> {
     flash: &'a Flash,
+    db: &'a Database,
     entry: &'a GroupEntry,
     layout: &'a InstanceLayout,
 }
 
 impl Demotion for FlashDemotion<'_> {
     fn demote(&self, key: &[Value], instance: &Instance) -> bool {
-        self.flash.demote(self.entry, self.layout, key, instance)
+        self.flash.demote(self.db, self.entry, self.layout, key, instance)
     }
 
     fn undo(&self, key: &[Value]) {
@@ -225,18 +226,12 @@ impl DynamicHost for Cache {
         if layout.root_cached(&self.db, &key)? {
             return Ok(None);
         }
-        let Some(instance) = self.flash.answer(&self.db, entry, layout, &key)? else { return Ok(None) };
-        let rows = layout
-            .tables
-            .iter()
-            .zip(instance.rows)
-            .flat_map(|(table, rows)| rows.into_iter().map(move |row| (table.id, row)))
-            .collect();
-        let covers = covers
+        let Some(mut answer) = self.flash.answer(&self.db, entry, layout, &key)? else { return Ok(None) };
+        answer.covers = covers
             .iter()
             .map(|(table, columns)| MissCover { table: *table, columns: columns.clone(), values: key.clone() })
             .collect();
-        Ok(Some(MissAnswer { rows, covers }))
+        Ok(Some(answer))
     }
 
     fn flash_find(

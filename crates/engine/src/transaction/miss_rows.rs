@@ -98,6 +98,10 @@ impl Transaction {
             super::writes::encode_row(&store.schema, &values, &mut encoded)?;
             self.miss_rows.table_mut(table).rows.push(encoded.clone());
         }
+        for (table, image) in answer.images {
+            self.store(table)?.layout().validate_image(&image)?;
+            self.miss_rows.table_mut(table).rows.push(image);
+        }
         for cover in answer.covers {
             let store = self.store(cover.table)?;
             if cover.columns.iter().any(|&c| c >= store.schema.columns.len())

@@ -39,6 +39,7 @@ mod savepoint;
 mod writes;
 
 pub use commit::{CommitInfo, wall_clock_us};
+pub(crate) use writes::encode_row;
 
 use std::collections::HashMap;
 use std::sync::Arc;
