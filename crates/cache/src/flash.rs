@@ -291,30 +291,47 @@ type TableImages<'a> = (TableId, Vec<&'a [u8]>);
 /// one root row); None otherwise. The images themselves are checked by
 /// whoever reads them (`RowRef::from_image`, the engine's answer path).
 fn split_images<'a>(bytes: &'a [u8], layout: &InstanceLayout) -> Option<Vec<TableImages<'a>>> {
-    let mut at = 0usize;
-    let mut take = |n: usize| {
-        let slice = bytes.get(at..at.checked_add(n)?)?;
-        at += n;
-        Some(slice)
-    };
-    let u32_at = |slice: &[u8]| u32::from_le_bytes(slice.try_into().unwrap_or([0xff; 4]));
-    if take(1)? != [IMAGE_FORMAT] || u32_at(take(4)?) as usize != layout.tables.len() {
+    let mut reader = RecordReader { bytes, at: 0 };
+    if reader.take(1)? != [IMAGE_FORMAT] || reader.u32()? as usize != layout.tables.len() {
         return None;
     }
     let mut tables = Vec::with_capacity(layout.tables.len());
     for table in &layout.tables {
-        if TableId(u32_at(take(4)?)) != table.id {
+        if TableId(reader.u32()?) != table.id {
             return None;
         }
-        let count = u32_at(take(4)?) as usize;
+        let count = reader.u32()? as usize;
         let mut rows = Vec::with_capacity(count.min(4096));
         for _ in 0..count {
-            let len = u32_at(take(4)?) as usize;
-            rows.push(take(len)?);
+            let len = reader.u32()? as usize;
+            rows.push(reader.take(len)?);
         }
         tables.push((table.id, rows));
     }
-    (at == bytes.len() && tables.first().is_some_and(|(_, root)| root.len() == 1)).then_some(tables)
+    (reader.done() && tables.first().is_some_and(|(_, root)| root.len() == 1)).then_some(tables)
+}
+
+/// Bounds-checked reads through a record's bytes (both formats' framing).
+struct RecordReader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> RecordReader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let slice = self.bytes.get(self.at..self.at.checked_add(n)?)?;
+        self.at += n;
+        Some(slice)
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+
+    /// Whether every byte was read.
+    fn done(&self) -> bool {
+        self.at == self.bytes.len()
+    }
 }
 
 /// The instance a record holds, in either format, when it fits `layout`'s
@@ -368,28 +385,22 @@ fn instance_answer(layout: &InstanceLayout, instance: Instance) -> MissAnswer {
 /// (`widths`: each table's column count now); None when it cannot be one
 /// (an older format or a table whose columns changed).
 fn decode_instance(bytes: &[u8], widths: &[usize]) -> Option<Instance> {
-    let mut at = 0usize;
-    let mut take = |n: usize| {
-        let slice = bytes.get(at..at.checked_add(n)?)?;
-        at += n;
-        Some(slice)
-    };
-    let u32_at = |slice: &[u8]| u32::from_le_bytes(slice.try_into().unwrap_or([0xff; 4])) as usize;
-    if take(1)? != [RECORD_FORMAT] {
+    let mut reader = RecordReader { bytes, at: 0 };
+    if reader.take(1)? != [RECORD_FORMAT] {
         return None;
     }
-    let tables = u32_at(take(4)?);
+    let tables = reader.u32()? as usize;
     if tables != widths.len() {
         return None;
     }
     let mut instance = Instance { rows: Vec::with_capacity(tables) };
     for &width in widths {
-        let count = u32_at(take(4)?);
+        let count = reader.u32()? as usize;
         let mut rows = Vec::with_capacity(count.min(4096));
         for _ in 0..count {
-            let len = u32_at(take(4)?);
+            let len = reader.u32()? as usize;
             let mut row = Vec::with_capacity(width);
-            decode_values(take(len)?, &mut row).ok()?;
+            decode_values(reader.take(len)?, &mut row).ok()?;
             if row.len() != width {
                 return None;
             }
@@ -397,7 +408,7 @@ fn decode_instance(bytes: &[u8], widths: &[usize]) -> Option<Instance> {
         }
         instance.rows.push(rows);
     }
-    (at == bytes.len() && instance.rows.first().is_some_and(|root| root.len() == 1)).then_some(instance)
+    (reader.done() && instance.rows.first().is_some_and(|root| root.len() == 1)).then_some(instance)
 }
 
 impl Flash {
