@@ -567,6 +567,25 @@ impl pgtier_engine::MissHook for TableHook {
         }
         Ok(pgtier_engine::MissResolution::NotFound)
     }
+
+    /// A child row going in under an instance in memory: pinned, so aging
+    /// does not evict it before the row is in (see the trait); an eviction
+    /// already under way is waited out, and the engine then looks again.
+    fn hold_present(
+        &self,
+        db: &Database,
+        lookup: pgtier_engine::Miss<'_>,
+    ) -> pgtier_engine::Result<Option<pgtier_engine::MissHold>> {
+        let Some(cache) = self.cache.upgrade() else { return Ok(None) };
+        let Some(root_key) = miss_root_key(db, &self.root_key_columns, lookup) else { return Ok(None) };
+        let (entry, layout) = cache
+            .miss_target(&self.group)
+            .map_err(|error| EngineError::hook(error.sqlstate(), error.to_string(), error.hint()))?;
+        let Some(key) = layout.normalize_root_key(&root_key) else { return Ok(None) };
+        let pin = InstancePin::new(&entry, &key);
+        entry.evicting.wait_out(&key, std::time::Duration::from_secs(5));
+        Ok(Some(Box::new(pin)))
+    }
 }
 
 /// A DYNAMIC group's miss on a standby, whose cache stays closed until it

@@ -115,6 +115,20 @@ pub trait MissHook: Send + Sync {
     /// `Answer` is taken only for `MissIntent::Read` (for a write the
     /// engine treats it as `NotFound`: a write needs the rows in memory).
     fn on_miss(&self, db: &Database, miss: Miss<'_>, intent: MissIntent) -> Result<MissResolution>;
+
+    /// Called before a row goes in under a parent this hook's table holds
+    /// (`lookup`: the parent as the new row's foreign key names it): the
+    /// parent is in memory, and must stay there until the row is in. Found
+    /// present and then evicted (the cache's aging) before the insert, it
+    /// would be loaded again after the new row is in place, and a row of
+    /// the loaded instance with the new row's key (PostgreSQL's 23505)
+    /// would meet the lock of the very transaction waiting for the load.
+    /// What it returns is kept until the calling transaction ends; the
+    /// engine then looks at the parent again. Default: nothing to hold.
+    fn hold_present(&self, db: &Database, lookup: Miss<'_>) -> Result<Option<MissHold>> {
+        let _ = (db, lookup);
+        Ok(None)
+    }
 }
 
 /// Decides whether application transactions may write a table now: the

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use common::{create_parent_child, int, open, text};
 use pgtier_engine::{
-    CommitMode, Database, EngineError, Miss, MissAnswer, MissCover, MissHook, MissIntent, MissResolution, Origin,
-    Result, RowBuf, RowRef, TableId, Value,
+    CommitMode, Database, EngineError, Miss, MissAnswer, MissCover, MissHold, MissHook, MissIntent, MissResolution,
+    Origin, Result, RowBuf, RowRef, TableId, Value,
 };
 
 /// Stands in for PostgreSQL: whole instances (parent id -> child ns).
@@ -35,6 +35,11 @@ struct Loader {
     answer_images: AtomicU8,
     /// Holds handed out and not dropped yet (the cache's pins).
     holds: Arc<AtomicUsize>,
+    /// Calls of `hold_present` (a child row going in under a present parent).
+    present_holds: AtomicUsize,
+    /// The next `hold_present` first evicts the instance (as aging would
+    /// just before the pin), so the engine must find its parent gone.
+    evict_before_hold: AtomicBool,
 }
 
 /// What the loader hands a transaction to keep: counted while alive.
@@ -59,6 +64,8 @@ impl Loader {
             answer_writes: AtomicBool::new(false),
             answer_images: AtomicU8::new(0),
             holds: Arc::new(AtomicUsize::new(0)),
+            present_holds: AtomicUsize::new(0),
+            evict_before_hold: AtomicBool::new(false),
         })
     }
 
@@ -143,8 +150,30 @@ impl MissHook for Loader {
         if !self.load(db, pid)? {
             return Ok(MissResolution::NotFound);
         }
+        Ok(MissResolution::Retry { hold: Some(self.hold()) })
+    }
+
+    fn hold_present(&self, db: &Database, lookup: Miss<'_>) -> Result<Option<MissHold>> {
+        self.present_holds.fetch_add(1, Ordering::SeqCst);
+        let Miss::Key { key, .. } = lookup else { panic!("the child references the parent's primary key: {lookup:?}") };
+        if self.evict_before_hold.swap(false, Ordering::SeqCst) {
+            let mut t = db.begin_with_origin(CommitMode::Sync, Origin::Evict)?;
+            let Value::Int4(pid) = key[0] else { panic!("key {key:?}") };
+            let children = self.backend.lock().unwrap().get(&pid).cloned().unwrap();
+            for n in children {
+                t.delete(self.child, &[key[0].clone(), Value::Int2(n)])?;
+            }
+            assert!(t.delete(self.parent, key)?);
+            t.commit()?;
+        }
+        Ok(Some(self.hold()))
+    }
+}
+
+impl Loader {
+    fn hold(&self) -> MissHold {
         self.holds.fetch_add(1, Ordering::SeqCst);
-        Ok(MissResolution::Retry { hold: Some(Box::new(Hold(self.holds.clone()))) })
+        Box::new(Hold(self.holds.clone()))
     }
 }
 
@@ -364,6 +393,43 @@ fn a_statement_snapshot_moves_past_the_load() {
 /// What a hook hands the transaction that missed is kept until that
 /// transaction ends, however it ends (the cache's pin keeps aging from
 /// evicting a loaded instance before the retried lookup reads it).
+/// A child row going in under a parent in memory has the hook hold the
+/// parent until the transaction ends; a parent evicted just before the
+/// hold is loaded again before the row goes in, so a duplicate of one of
+/// its rows is PostgreSQL's 23505. (Loaded after the row, the load met
+/// the row's lock: the insert failed with a conflict instead.)
+#[test]
+fn a_child_insert_holds_its_present_parent() {
+    let (_dir, db, h) = setup(&[(1, &[1, 2])]);
+    let mut row = RowBuf::new();
+    let mut t = db.begin().unwrap();
+    assert!(t.get(h.parent, &[int(1)], &mut row).unwrap());
+    t.commit().unwrap();
+    assert_eq!((h.calls(), h.holds()), (1, 0));
+
+    let mut t = db.begin().unwrap();
+    t.insert(h.child, &[int(1), Value::Int2(3), text("new")]).unwrap();
+    t.insert(h.child, &[int(1), Value::Int2(4), text("new")]).unwrap();
+    assert_eq!(h.present_holds.load(Ordering::SeqCst), 1, "asked once for rows under one parent");
+    assert_eq!(h.holds(), 1, "the parent is held until the transaction ends");
+    t.commit().unwrap();
+    assert_eq!(h.holds(), 0);
+    h.backend.lock().unwrap().get_mut(&1).unwrap().extend([3, 4]);
+
+    h.evict_before_hold.store(true, Ordering::SeqCst);
+    let mut t = db.begin().unwrap();
+    let e = t.insert(h.child, &[int(1), Value::Int2(2), text("duplicate")]).unwrap_err();
+    assert_eq!(e.sqlstate(), "23505", "{e}");
+    assert_eq!(h.present_holds.load(Ordering::SeqCst), 2);
+    assert_eq!(h.calls(), 2, "the evicted parent was loaded again, before the row went in");
+    drop(t);
+    assert_eq!(h.holds(), 0);
+    let mut t = db.begin().unwrap();
+    assert!(t.get(h.child, &[int(1), Value::Int2(3)], &mut row).unwrap());
+    assert_eq!(row.get(2).to_owned_value(), text("c"), "the instance as the load brought it back");
+    t.commit().unwrap();
+}
+
 #[test]
 fn a_hold_lasts_until_the_transaction_ends() {
     let (_dir, db, h) = setup(&[(1, &[1]), (2, &[]), (3, &[]), (4, &[])]);

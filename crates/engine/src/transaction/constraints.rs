@@ -10,13 +10,14 @@ use std::sync::Arc;
 
 use super::Transaction;
 use crate::catalog::CatalogState;
+use crate::db::Database;
 use crate::error::{EngineError, Result};
 use crate::ids::TxnId;
 use crate::ordered::{ENTRY_BYTES_MAX, batch_entries, prefix_successor};
 use crate::row::RowLayout;
 use crate::row_ref::RowRef;
 use crate::schema::{ForeignKey, IndexId, TableSchema};
-use crate::seams::{Miss, MissIntent};
+use crate::seams::{Miss, MissHook, MissIntent};
 use crate::table::{Conflict, FkLink, IndexStore, TableMeta, TableStore, cols_equal, encode_cols_as};
 use crate::types::Value;
 
@@ -208,21 +209,31 @@ impl Transaction {
     /// ever finish, and the insert failed with 40001 instead of 23505.
     /// Loaded first, that row is in the cache and the insert meets it as a
     /// duplicate. A parent another transaction is changing is waited for
-    /// here too. (An eviction of the parent between this check and the
-    /// insert still leaves `check_parent` to load it after: a window of
-    /// microseconds, where an eviction batch stays open for milliseconds.)
+    /// here too. A parent found present is held there (`hold_present`, the
+    /// cache's pin) and looked at again: evicted between this check and the
+    /// insert, it was loaded after the new row and met the same lock (TATP's
+    /// INSERT_CALL_FORWARDING failed with 40001 once in a 500k-subscriber
+    /// run through the flash tier).
     /// Returns the foreign keys it asked for (bit i: `meta.as_child[i]`).
     pub(super) fn load_missing_parents(&mut self, meta: &TableMeta, layout: &RowLayout, new_row: &[u8]) -> Result<u64> {
         let mut asked = 0;
         for (i, link) in meta.as_child.iter().enumerate() {
             let fk = &link.fk;
             let Some(parent) = link.other.upgrade() else { continue };
-            if self.miss_hook(&parent).is_none() || fk.child_columns.iter().any(|&c| layout.is_null(new_row, c)) {
+            let Some(hook) = self.miss_hook(&parent) else { continue };
+            if fk.child_columns.iter().any(|&c| layout.is_null(new_row, c)) {
                 continue;
             }
+            let mut held = false;
             loop {
                 match self.probe_parent(&parent, fk, layout, new_row, &fk.child_columns) {
-                    Ok(true) => break,
+                    Ok(true) if held => break,
+                    Ok(true) => {
+                        held = true;
+                        if !self.hold_parent(&*hook, &parent, fk, new_row)? {
+                            break;
+                        }
+                    }
                     Ok(false) => {
                         self.parent_missed(&parent, fk, new_row)?;
                         if i < 64 {
@@ -240,6 +251,34 @@ impl Transaction {
         Ok(asked)
     }
 
+    /// Asks `hook` to keep the present parent of `new_row`'s reference in
+    /// memory until this transaction ends; true when it holds it (look
+    /// again: it may have gone just before the hold). False at once when
+    /// this transaction's last hold is on that parent.
+    #[inline]
+    fn hold_parent(
+        &mut self,
+        hook: &dyn MissHook,
+        parent: &TableStore,
+        fk: &ForeignKey,
+        new_row: &[u8],
+    ) -> Result<bool> {
+        let Some(values) = self.reference_values(fk, new_row) else { return Ok(false) };
+        if self.miss_holds.holds_parent(parent.schema.id, &values) {
+            return Ok(false);
+        }
+        let lookup = parent_lookup(parent, fk, &values);
+        let db = Database::lent(Arc::clone(&self.db));
+        let Some(hold) = crate::seams::enter_hook(|| hook.hold_present(&db, lookup)) else { return Ok(false) };
+        match hold? {
+            Some(hold) => {
+                self.miss_holds.push_parent(hold, parent.schema.id, values);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
     /// The parent of a new reference is missing: asks the parent table's
     /// miss hook (a `Key` miss when the foreign key references the primary
     /// key, else a `Prefix` miss on the referenced UNIQUE index). True:
@@ -247,14 +286,18 @@ impl Transaction {
     #[cold]
     fn parent_missed(&mut self, parent: &TableStore, fk: &ForeignKey, new_row: &[u8]) -> Result<bool> {
         let Some(hook) = self.miss_hook(parent) else { return Ok(false) };
-        let Some(child) = self.cat.store(fk.child).cloned() else { return Ok(false) };
-        let row = RowRef::new(&child.schema, new_row);
-        let values: Vec<Value> = fk.child_columns.iter().map(|&c| row.get(c).to_owned_value()).collect();
-        let table = parent.schema.id;
-        if fk.parent_index == parent.schema.primary_index {
-            return self.key_missed(table, &values, MissIntent::Write);
+        let Some(values) = self.reference_values(fk, new_row) else { return Ok(false) };
+        match parent_lookup(parent, fk, &values) {
+            Miss::Key { table, key } => self.key_missed(table, key, MissIntent::Write),
+            prefix => self.resolve_miss(&*hook, prefix, MissIntent::Write),
         }
-        self.resolve_miss(&*hook, Miss::Prefix { table, index: fk.parent_index, prefix: &values }, MissIntent::Write)
+    }
+
+    /// The values of `new_row` (a row of `fk`'s child table) that reference the parent.
+    fn reference_values(&self, fk: &ForeignKey, new_row: &[u8]) -> Option<Vec<Value>> {
+        let child = self.cat.store(fk.child)?;
+        let row = RowRef::new(&child.schema, new_row);
+        Some(fk.child_columns.iter().map(|&c| row.get(c).to_owned_value()).collect())
     }
 
     fn parent_exists_unique(&mut self, parent: &TableStore, pindex: &IndexStore) -> std::result::Result<bool, TxnId> {
@@ -459,4 +502,15 @@ pub(super) fn unique_violation(
 ) -> EngineError {
     let constraint = cat.catalog.index(index).map_or_else(|| format!("{}_pkey", schema.name), |i| i.name.clone());
     EngineError::UniqueViolation { constraint, detail: key_detail(schema, row, cols, format_args!("already exists.")) }
+}
+
+/// The lookup of the parent `values` reference through `fk`: by primary key,
+/// or by the leading columns of the UNIQUE index it references.
+fn parent_lookup<'v>(parent: &TableStore, fk: &ForeignKey, values: &'v [Value]) -> Miss<'v> {
+    let table = parent.schema.id;
+    if fk.parent_index == parent.schema.primary_index {
+        Miss::Key { table, key: values }
+    } else {
+        Miss::Prefix { table, index: fk.parent_index, prefix: values }
+    }
 }

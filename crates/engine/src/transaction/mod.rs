@@ -241,8 +241,8 @@ pub struct Transaction {
     /// raised. Kept across `restart`, so set once per session.
     cancel: Option<Arc<AtomicBool>>,
     /// What miss hooks asked this transaction to keep until it ends
-    /// (`MissResolution::Retry`): dropped with its locks.
-    miss_holds: Vec<crate::seams::MissHold>,
+    /// (`MissResolution::Retry`, `MissHook::hold_present`): dropped with its locks.
+    miss_holds: MissHolds,
     /// Rows miss hooks answered reads with, for the current statement
     /// snapshot only (miss_rows.rs): cleared whenever it changes.
     miss_rows: miss_rows::MissRows,
@@ -295,7 +295,7 @@ impl Transaction {
             deferred: deferred::Deferred::default(),
             statement_deadline: None,
             cancel: None,
-            miss_holds: Vec::new(),
+            miss_holds: MissHolds::default(),
             miss_rows: miss_rows::MissRows::default(),
             replica: false,
             s: r.s,
@@ -685,4 +685,39 @@ fn key_arity_error(store: &TableStore, given: usize) -> EngineError {
             store.schema.primary_key.len()
         ),
     )
+}
+
+/// A transaction's holds from miss hooks, and the parent it last asked a
+/// hook to hold for a new child row: the rows of a bulk insert under one
+/// parent ask once, not once per row.
+#[derive(Default)]
+pub(super) struct MissHolds {
+    holds: Vec<crate::seams::MissHold>,
+    last_parent: Option<(crate::schema::TableId, Vec<Value>)>,
+}
+
+impl MissHolds {
+    pub(super) fn extend(&mut self, hold: Option<crate::seams::MissHold>) {
+        self.holds.extend(hold);
+    }
+
+    /// Whether `parent` (table, referenced values) is the one held last.
+    pub(super) fn holds_parent(&self, table: crate::schema::TableId, values: &[Value]) -> bool {
+        self.last_parent.as_ref().is_some_and(|(t, v)| *t == table && v.as_slice() == values)
+    }
+
+    pub(super) fn push_parent(
+        &mut self,
+        hold: crate::seams::MissHold,
+        table: crate::schema::TableId,
+        values: Vec<Value>,
+    ) {
+        self.holds.push(hold);
+        self.last_parent = Some((table, values));
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.holds.clear();
+        self.last_parent = None;
+    }
 }
