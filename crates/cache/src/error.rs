@@ -78,9 +78,10 @@ pub enum CacheError {
     /// An AWT group's unpropagated changes cannot be told (write-through is
     /// not running or far behind), so nothing may be loaded over the cache.
     #[error(
-        "cache group \"{group}\": write-through to PostgreSQL is not keeping up, so rows cannot be loaded safely now"
+        "cache group \"{group}\": write-through to PostgreSQL is not keeping up, so rows cannot be loaded safely now{}",
+        cause.as_ref().map(|cause| format!(" (its last error: {cause})")).unwrap_or_default()
     )]
-    WriteThroughBehind { group: String },
+    WriteThroughBehind { group: String, cause: Option<String> },
 
     /// The dynamic load this lookup waited for (another session's) failed.
     #[error("dynamic load of cache group \"{group}\" failed: {reason}")]

@@ -427,7 +427,10 @@ impl Cache {
         if self.dirty_current(entry)? {
             return Ok(());
         }
-        Err(CacheError::WriteThroughBehind { group: entry.def.name.clone() })
+        // Why it is not running, when it knows (PostgreSQL out of
+        // replication origins after killed nodes left theirs, say).
+        let cause = self.propagation().and_then(|status| status.last_error.lock().clone());
+        Err(CacheError::WriteThroughBehind { group: entry.def.name.clone(), cause })
     }
 
     /// A position below every AWT commit PostgreSQL does not have yet (a
