@@ -542,7 +542,7 @@ impl pgtier_engine::MissHook for TableHook {
         use pgtier_engine::MissResolution::NotFound;
         let Some(cache) = self.cache.upgrade() else { return Ok(NotFound) };
         let Some(root_key) = miss_root_key(db, &self.root_key_columns, miss) else { return Ok(NotFound) };
-        let to_engine = |error: CacheError| EngineError::hook(error.sqlstate(), error.to_string(), error.hint());
+        let to_engine = |error: CacheError| error.to_engine();
         let (entry, layout) = cache.miss_target(&self.group).map_err(to_engine)?;
         // A key of another type than the root key's cannot name a cached instance.
         let Some(key) = layout.normalize_root_key(&root_key) else { return Ok(NotFound) };
@@ -578,9 +578,7 @@ impl pgtier_engine::MissHook for TableHook {
     ) -> pgtier_engine::Result<Option<pgtier_engine::MissHold>> {
         let Some(cache) = self.cache.upgrade() else { return Ok(None) };
         let Some(root_key) = miss_root_key(db, &self.root_key_columns, lookup) else { return Ok(None) };
-        let (entry, layout) = cache
-            .miss_target(&self.group)
-            .map_err(|error| EngineError::hook(error.sqlstate(), error.to_string(), error.hint()))?;
+        let (entry, layout) = cache.miss_target(&self.group).map_err(|error| error.to_engine())?;
         let Some(key) = layout.normalize_root_key(&root_key) else { return Ok(None) };
         let pin = InstancePin::new(&entry, &key);
         entry.evicting.wait_out(&key, std::time::Duration::from_secs(5));

@@ -174,6 +174,12 @@ pub enum CacheError {
 }
 
 impl CacheError {
+    /// This error as a hook's error to the engine (a miss hook, a commit
+    /// participant): the statement fails with its SQLSTATE, text and hint.
+    pub(crate) fn to_engine(&self) -> pgtier_engine::EngineError {
+        pgtier_engine::EngineError::hook(self.sqlstate(), self.to_string(), self.hint())
+    }
+
     pub fn sqlstate(&self) -> &str {
         match self {
             CacheError::UnsupportedSchema { .. } | CacheError::UnsupportedType { .. } => "0A000",

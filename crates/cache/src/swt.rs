@@ -448,12 +448,12 @@ impl Swt {
         let mut slot = self.take_slot()?;
         if let Err(error) = self.connect(cache, &mut slot) {
             self.put_idle(slot);
-            return Err(engine_error(&error));
+            return Err(error.to_engine());
         }
         let txn_id = slot.txn_id + 1;
         if let Err(error) = record_counter(txn, slot.id, txn_id) {
             self.put_idle(slot);
-            return Err(engine_error(&error));
+            return Err(error.to_engine());
         }
         let mut tail = log_statement(&self.node, slot.id, txn_id, &describe_changes(sources.iter().copied()));
         if let Some(prune) = slot.prune(&self.node, cache.database().wal_durable_end().0) {
@@ -467,7 +467,7 @@ impl Swt {
             Ok(outcome) => outcome,
             Err(error) => {
                 self.put_idle(slot);
-                return Err(engine_error(&error));
+                return Err(error.to_engine());
             }
         };
         match outcome {
@@ -478,16 +478,17 @@ impl Swt {
             }
             Ok(Applied::Refused(refusal)) if refusal.sqlstate == NODE_NOT_OWNED => {
                 self.put_idle(slot);
-                Err(engine_error(&CacheError::NodeTakenOver { node: self.node.name.clone() }))
+                Err(CacheError::NodeTakenOver { node: self.node.name.clone() }.to_engine())
             }
             Ok(Applied::Refused(refusal)) if refusal.sqlstate == DEFINITION_CHANGED => {
                 self.put_idle(slot);
                 let group = refs.first().map(|s| s.entry().def.name.clone()).unwrap_or_default();
-                Err(engine_error(&CacheError::DefinitionDrift {
+                Err(CacheError::DefinitionDrift {
                     group,
                     table: refusal.detail.unwrap_or_default(),
                     reason: refusal.message,
-                }))
+                }
+                .to_engine())
             }
             Ok(Applied::Refused(refusal))
                 if refusal.sqlstate == "23505" && refusal.message.contains("swt_log_pkey") =>
@@ -524,7 +525,7 @@ impl Swt {
                     }
                     Some(false) => {
                         self.put_idle(slot);
-                        Err(engine_error(&error))
+                        Err(error.to_engine())
                     }
                     None => {
                         self.slots.lock().in_doubt.push(slot);
@@ -540,7 +541,7 @@ impl Swt {
             Err(error) => {
                 slot.applier = None;
                 self.put_idle(slot);
-                Err(engine_error(&error))
+                Err(error.to_engine())
             }
         }
     }
@@ -789,10 +790,6 @@ impl CommitParticipant for SwtParticipant {
         swt.settle(commit);
         swt.resolve_in_background();
     }
-}
-
-fn engine_error(error: &CacheError) -> EngineError {
-    EngineError::hook(error.sqlstate(), error.to_string(), error.hint())
 }
 
 /// The changed rows, for PostgreSQL's progress row: per line the table name
