@@ -143,7 +143,7 @@ impl Checkpoints {
         consumers: &Consumers,
     ) -> Result<CheckpointInfo> {
         let _serial = self.serial.lock();
-        let info = write(dir, wal, commit, catalog)?;
+        let info = write(dir, wal, commit, catalog, false)?;
         self.retire_old(info.clone(), wal, consumers)?;
         self.taken.fetch_add(1, Ordering::Relaxed);
         Ok(info)
@@ -155,6 +155,8 @@ impl Checkpoints {
     /// `keep_for` that is earlier (returned with the pin), both before the
     /// serial lock is released, so no checkpoint in between can remove
     /// what the backup will copy (truncation happens only under that lock).
+    /// Its rows are whole: stubs' images are fetched (cold.rs), since a
+    /// backup goes without the store that holds them.
     pub(crate) fn take_pinned(
         &self,
         dir: &Path,
@@ -165,7 +167,7 @@ impl Checkpoints {
         keep_for: &[&str],
     ) -> Result<(CheckpointInfo, File, WalPin<'_>, Lsn)> {
         let _serial = self.serial.lock();
-        let info = write(dir, wal, commit, catalog)?;
+        let info = write(dir, wal, commit, catalog, true)?;
         let file = File::open(&info.path).map_err(|e| EngineError::io(format!("open {}", info.path.display()), e))?;
         // A consumer at 0 ("from the oldest record", a standby's position
         // before its active's first word) needs what is kept, no more.
@@ -206,7 +208,14 @@ impl Checkpoints {
 }
 
 /// Steps 1 to 4 of the module docs: the file, durable under its name.
-fn write(dir: &Path, wal: &Wal, commit: &CommitOrder, catalog: &CommittedCatalog) -> Result<CheckpointInfo> {
+/// `resolve`: stubs are written as the whole rows they stand for.
+fn write(
+    dir: &Path,
+    wal: &Wal,
+    commit: &CommitOrder,
+    catalog: &CommittedCatalog,
+    resolve: bool,
+) -> Result<CheckpointInfo> {
     let started = Instant::now();
     let (start_lsn, cat) = {
         let _c = commit.lock();
@@ -226,7 +235,7 @@ fn write(dir: &Path, wal: &Wal, commit: &CommitOrder, catalog: &CommittedCatalog
         let mut count = 0u32;
         for shard in 0..SHARD_COUNT {
             // Rows are copied under the shard lock; I/O happens after it is released.
-            count += store.committed_rows_of_shard(shard, &mut block);
+            count += store.committed_rows_of_shard(shard, resolve, &mut block)?;
             if block.len() >= BLOCK_BYTES_TARGET {
                 write_block(&mut out, store.schema.id, count, &block)?;
                 rows_total += u64::from(count);

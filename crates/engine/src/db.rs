@@ -27,6 +27,7 @@ use pgtier_wal::{Wal, WalConfig};
 
 use crate::catalog::CommittedCatalog;
 use crate::checkpoint::{CheckpointInfo, Checkpoints};
+use crate::cold::{ColdRef, ColdRelease, ColdRow, ColdRows};
 use crate::commit_mode::CommitMode;
 use crate::commit_order::CommitOrder;
 use crate::consumers::{ConsumerPosition, Consumers};
@@ -39,8 +40,10 @@ use crate::schema::{Catalog, TableId};
 use crate::seams::MissHook;
 use crate::sequence::SequenceLocks;
 use crate::stats::{Counters, DbStats};
+use crate::table::TableStore;
 use crate::transaction::Transaction;
 use crate::txn_slots::TxnManager;
+use crate::types::Value;
 use crate::verify::TableCheck;
 
 #[derive(Clone, Debug)]
@@ -117,6 +120,9 @@ pub(crate) struct DbInner {
     pub(crate) stream_limits: Mutex<std::collections::HashMap<String, Arc<std::sync::atomic::AtomicU64>>>,
     /// Callers of one sequence take turns (sequence.rs).
     pub(crate) sequence_locks: SequenceLocks,
+    /// Stub images GC freed, each batch with the WAL end it waits to be
+    /// durable (cold.rs; `release_cold`).
+    cold_releases: Mutex<Vec<ColdReleaseBatch>>,
     pub(crate) counters: Counters,
     shutdown: Shutdown,
     pub(crate) recovery: RecoveryReport,
@@ -147,6 +153,7 @@ impl DbInner {
             commit_gate: std::sync::OnceLock::new(),
             stream_limits: Mutex::new(std::collections::HashMap::new()),
             sequence_locks: SequenceLocks::default(),
+            cold_releases: Mutex::new(Vec::new()),
             counters: Counters::default(),
             shutdown: Shutdown::default(),
             recovery: r.report,
@@ -181,6 +188,65 @@ impl DbInner {
     pub(crate) fn lock_deadline(&self) -> Instant {
         Instant::now() + self.config.lock_timeout
     }
+
+    /// Hands the stubs GC freed to their tables' cold stores, each once
+    /// the WAL is durable past the moment it was collected: by then the
+    /// commit that made the stub unreachable survives a crash, so no
+    /// recovery brings the stub back without its image. `wait`: wait for
+    /// that durability now (vacuum) instead of leaving it for a later call.
+    pub(crate) fn release_cold(&self, wait: bool) {
+        let mut batches = self.cold_releases.lock();
+        let cat = self.catalog.current();
+        let mut taken = Vec::new();
+        for store in cat.live_stores() {
+            let releases = store.take_cold_releases();
+            if !releases.is_empty() {
+                taken.push((Arc::clone(store), releases));
+            }
+        }
+        if !taken.is_empty() {
+            // Read after taking: every stub taken was freed after the commit
+            // that superseded it had appended its record.
+            batches.push(ColdReleaseBatch { wal_end: self.wal.end(), releases: taken });
+        }
+        if batches.is_empty() {
+            return;
+        }
+        // `wait_durable(p)` waits for the record holding byte `p`: the last
+        // byte before `wal_end` stands for everything appended before it.
+        if wait
+            && let Some(last) = batches.last()
+            && self.wal.durable_end() < last.wal_end
+            && self.wal.wait_durable(pgtier_wal::Lsn(last.wal_end.0 - 1)).is_err()
+        {
+            return;
+        }
+        let durable = self.wal.durable_end();
+        let mut kept = Vec::new();
+        for batch in batches.drain(..) {
+            if batch.wal_end > durable {
+                kept.push(batch);
+                continue;
+            }
+            for (store, releases) in batch.releases {
+                match store.hooks.cold_rows() {
+                    Some(cold) => {
+                        for (key, cold_ref) in &releases {
+                            cold.release(store.schema.id, key, *cold_ref);
+                        }
+                    }
+                    None => store.requeue_cold_releases(releases),
+                }
+            }
+        }
+        *batches = kept;
+    }
+}
+
+/// Stubs freed by GC, waiting for the WAL to be durable through `wal_end`.
+struct ColdReleaseBatch {
+    wal_end: pgtier_wal::Lsn,
+    releases: Vec<(Arc<TableStore>, Vec<ColdRelease>)>,
 }
 
 /// An open database directory. Cheap to share (`Clone` is an `Arc`).
@@ -244,6 +310,133 @@ impl Database {
         if let Some(store) = self.inner.catalog.current().store(table) {
             store.hooks.set_participant(participant);
         }
+    }
+
+    /// Installs (Some) or removes (None) the store of `table`'s cold row
+    /// images (cold.rs). Not persisted: install it after every open, before
+    /// the table's stubs are read (a stub met without it fails with
+    /// XX001). Ignored for a table that does not exist (committed).
+    pub fn set_cold_rows(&self, table: TableId, store: Option<Arc<dyn ColdRows>>) {
+        if let Some(table) = self.inner.catalog.current().store(table) {
+            table.hooks.set_cold_rows(store);
+        }
+    }
+
+    /// Moves the images of rows `keys` (primary-key values) of `table` to
+    /// its cold store, leaving stubs (cold.rs); returns how many moved. A
+    /// row that is absent, locked, recently changed (an older version still
+    /// under it) or already a stub stays as it is. 55000 when the table
+    /// has no cold store.
+    pub fn demote_rows(&self, table: TableId, keys: &[Vec<Value>]) -> Result<usize> {
+        let store = self.demotion_store(table)?;
+        let mut encoded = Vec::with_capacity(keys.len());
+        for key in keys {
+            let mut out = Vec::new();
+            if key.len() == store.schema.primary_key.len() && store.pk.encode_values(key, &mut out) {
+                encoded.push(out);
+            }
+        }
+        self.demote_encoded(&store, &encoded)
+    }
+
+    /// Moves to `table`'s cold store up to `limit` rows whose access stamp
+    /// ([`Database::access_tick`]) is below `idle_before`, in shard order
+    /// from `from_shard` (a caller going round the table passes where it
+    /// stopped); returns how many moved and the shard to start from next.
+    pub fn demote_idle(
+        &self,
+        table: TableId,
+        idle_before: u32,
+        limit: usize,
+        from_shard: usize,
+    ) -> Result<(usize, usize)> {
+        let store = self.demotion_store(table)?;
+        let layout = store.layout();
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let mut shard = from_shard % crate::primary::TABLE_SHARDS;
+        for _ in 0..crate::primary::TABLE_SHARDS {
+            store.primary.for_each_head_in(shard, |head| {
+                if keys.len() < limit && head.access() < idle_before && head.prev().is_none() {
+                    let row = head.row(layout);
+                    if !crate::row::RowLayout::is_stub(row) && !crate::version::is_deleted(head.word()) {
+                        let mut key = Vec::new();
+                        store.pk_of(row, &mut key);
+                        keys.push(key);
+                    }
+                }
+            });
+            shard = (shard + 1) % crate::primary::TABLE_SHARDS;
+            if keys.len() >= limit {
+                break;
+            }
+        }
+        Ok((self.demote_encoded(&store, &keys)?, shard))
+    }
+
+    /// Calls `f` with the encoded primary key and reference of every stub
+    /// of `table`: what its cold store must keep (after a restart, the
+    /// images it holds that no stub names are garbage).
+    pub fn for_each_stub(&self, table: TableId, f: impl FnMut(&[u8], ColdRef)) {
+        if let Some(store) = self.inner.catalog.current().store(table) {
+            store.for_each_stub(f);
+        }
+    }
+
+    fn demotion_store(&self, table: TableId) -> Result<Arc<TableStore>> {
+        let Some(store) = self.inner.catalog.current().store(table).cloned() else {
+            return Err(EngineError::UndefinedTable { name: format!("id {}", table.0) });
+        };
+        if !store.hooks.has_cold_rows() {
+            return Err(EngineError::definition(
+                "55000",
+                format!("table \"{}\" has no store for rows outside memory", store.schema.name),
+            ));
+        }
+        Ok(store)
+    }
+
+    /// The demotion of rows `keys` (encoded) of `store`: their images
+    /// stored durably first, then each swapped for its stub if unchanged.
+    /// Holds the table lock shared, so CREATE INDEX (which needs stubs to
+    /// keep its columns) waits for it.
+    fn demote_encoded(&self, store: &TableStore, keys: &[Vec<u8>]) -> Result<usize> {
+        let Some(cold) = store.hooks.cold_rows() else { return Ok(0) };
+        let deadline = std::time::Instant::now() + self.inner.config.lock_timeout;
+        store.lock.lock_shared(deadline, &store.schema.name)?;
+        struct Unlock<'a>(&'a TableStore);
+        impl Drop for Unlock<'_> {
+            fn drop(&mut self) {
+                self.0.lock.unlock_shared();
+            }
+        }
+        let _unlock = Unlock(store);
+        let mut scratch = Vec::new();
+        let mut found = Vec::new();
+        for key in keys {
+            let hash = crate::key::hash_key(key);
+            let mut image = Vec::new();
+            if let Some(at) = store.demotable(hash, key, &mut scratch, &mut image) {
+                found.push((key, hash, at, image));
+            }
+        }
+        if found.is_empty() {
+            return Ok(0);
+        }
+        let rows: Vec<ColdRow<'_>> = found.iter().map(|(key, _, _, image)| ColdRow { key, image }).collect();
+        let refs = cold.store(store.schema.id, &rows)?;
+        assert_eq!(refs.len(), rows.len(), "a cold store returned {} references for {} rows", refs.len(), rows.len());
+        let kept = store.stub_columns();
+        let mut stub = Vec::new();
+        let mut moved = 0;
+        for ((key, hash, at, image), cold_ref) in found.iter().zip(refs) {
+            store.layout().encode_stub(image, &kept, cold_ref, &mut stub)?;
+            if store.swap_in_stub(*hash, key, *at, &stub, &mut scratch) {
+                moved += 1;
+            } else {
+                cold.release(store.schema.id, key, cold_ref);
+            }
+        }
+        Ok(moved)
     }
 
     /// Turns access stamps on or off for `table`: while on, every row an
@@ -391,6 +584,7 @@ impl Database {
     /// [`Database::collect_garbage`] costs only what they wrote.
     pub fn vacuum(&self) {
         self.inner.gc.full_sweep(&self.inner.txns, &self.inner.catalog);
+        self.inner.release_cold(true);
     }
 
     /// Now, on the caller's thread, what the GC thread does every period:
@@ -402,6 +596,7 @@ impl Database {
     pub fn collect_garbage(&self) {
         self.inner.gc.drain(&self.inner.txns, &self.inner.catalog);
         self.inner.gc.sweep_if_overflowed(&self.inner.txns, &self.inner.catalog);
+        self.inner.release_cold(false);
     }
 
     /// [`Database::collect_garbage`] until the rows of every transaction
@@ -590,6 +785,7 @@ fn background_loop(db: &DbInner) {
         // stays short).
         db.gc.drain(&db.txns, &db.catalog);
         db.gc.sweep_if_overflowed(&db.txns, &db.catalog);
+        db.release_cold(false);
         if db.checkpoints.due(&db.wal, db.config.checkpoint_interval, db.config.checkpoint_wal_bytes) {
             // A failed background checkpoint is retried next period; the
             // previous checkpoint and the WAL it needs remain in place.

@@ -1,6 +1,6 @@
 //! One table's hook slots: the switches the cache turns on for it (miss
-//! hook installed, access stamps recorded, write guard, commit participant)
-//! and the objects behind the three hooks. Nothing here is persisted; the
+//! hook installed, access stamps recorded, write guard, commit participant,
+//! cold rows) and the objects behind the four hooks. Nothing here is persisted; the
 //! cache installs them at every open.
 //!
 //! The storage layer (`table`) keeps one per table and only tests its
@@ -24,6 +24,8 @@ pub(crate) enum Hook {
     Miss,
     WriteGuard,
     Participant,
+    /// The store of the table's cold row images (cold.rs).
+    Cold,
 }
 
 impl Hook {
@@ -36,6 +38,7 @@ impl Hook {
             Hook::Miss => 1,
             Hook::WriteGuard => 4,
             Hook::Participant => 8,
+            Hook::Cold => 16,
         }
     }
 }
@@ -50,7 +53,7 @@ type HookObject = Box<dyn Any + Send + Sync>;
 #[derive(Default)]
 pub(crate) struct HookSlots {
     flags: AtomicU8,
-    objects: [RwLock<Option<HookObject>>; 3],
+    objects: [RwLock<Option<HookObject>>; 4],
 }
 
 impl HookSlots {
@@ -67,6 +70,11 @@ impl HookSlots {
     #[inline]
     pub(crate) fn has_participant(&self) -> bool {
         self.is_on(Hook::Participant.flag())
+    }
+
+    #[inline]
+    pub(crate) fn has_cold_rows(&self) -> bool {
+        self.is_on(Hook::Cold.flag())
     }
 
     #[inline]

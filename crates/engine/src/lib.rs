@@ -12,6 +12,7 @@ mod backup;
 mod catalog;
 mod checkpoint;
 mod codec;
+mod cold;
 mod commit_mode;
 mod commit_order;
 mod consumers;
@@ -56,6 +57,7 @@ pub use backup::{
     verify_backup,
 };
 pub use checkpoint::CheckpointInfo;
+pub use cold::{ColdRef, ColdRow, ColdRows};
 pub use commit_mode::CommitMode;
 pub use consumers::{ConsumerPosition, StreamStart};
 pub use db::{Database, EngineConfig};

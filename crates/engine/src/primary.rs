@@ -73,6 +73,23 @@ impl PrimaryIndex {
         }
     }
 
+    /// [`PrimaryIndex::for_each_head_in`] that stops at `f`'s first error.
+    pub(crate) fn try_for_each_head_in<E>(
+        &self,
+        shard: usize,
+        mut f: impl FnMut(VPtr) -> Result<(), E>,
+    ) -> Result<(), E> {
+        for head in self.shards[shard].map.read().iter() {
+            f(*head)?;
+        }
+        Ok(())
+    }
+
+    /// Shard `shard`'s write lock, for work over all its rows.
+    pub(crate) fn write_shard(&self, shard: usize) -> ShardWrite<'_> {
+        self.shards[shard].map.write()
+    }
+
     /// [`PrimaryIndex::for_each_head_in`] over every shard in turn.
     pub(crate) fn for_each_head(&self, mut f: impl FnMut(VPtr)) {
         for shard in 0..SHARD_COUNT {

@@ -208,7 +208,8 @@ fn load_block(store: &TableStore, count: u32, payload: &[u8], key: &mut Vec<u8>)
         let len = payload.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
         let row = len.and_then(|len| payload.get(at + 4..at + 4 + len));
         let Some(row) = row else { return Err(EngineError::Corrupt("checkpoint block overrun".into())) };
-        layout.validate_image(row)?;
+        // A checkpoint keeps stubs (cold.rs); the WAL never holds one.
+        layout.validate_stored(row)?;
         store.pk_of(row, key);
         let hash = hash_key(key);
         let new = VPtr::alloc(&store.slab, RECOVERED_WORD, None, row);
@@ -491,6 +492,9 @@ fn apply(state: &mut CatalogState, op: OpRef<'_>, key: &mut Vec<u8>, scratch: &m
         }
         OpRef::CreateIndex(index) => {
             if state.catalog.index(index.id).is_none() && state.catalog.table(index.table).is_some() {
+                if let Some(store) = state.store(index.table) {
+                    refuse_uncovering_stubs(state, store, &index)?;
+                }
                 catalog_mut(state).add_index(Arc::new(index));
             }
         }
@@ -503,6 +507,26 @@ fn apply(state: &mut CatalogState, op: OpRef<'_>, key: &mut Vec<u8>, scratch: &m
         }
     }
     Ok(())
+}
+
+/// A stub keeps only the columns of the indexes it was made under
+/// (cold.rs): one loaded from the checkpoint cannot give an index created
+/// after it its entries. CREATE INDEX takes two checkpoints before it
+/// commits so that no retained one holds such stubs; finding one anyway
+/// is refused rather than building a wrong index.
+fn refuse_uncovering_stubs(state: &CatalogState, store: &TableStore, index: &crate::schema::IndexSchema) -> Result<()> {
+    let table = &store.schema;
+    let mut kept: Vec<usize> = table.primary_key.clone();
+    for other in state.catalog.indexes_of(table.id) {
+        kept.extend_from_slice(&other.columns);
+    }
+    if index.columns.iter().all(|c| kept.contains(c)) || !store.has_stubs() {
+        return Ok(());
+    }
+    Err(EngineError::Corrupt(format!(
+        "index \"{}\" was created after a checkpoint that holds rows of \"{}\" outside memory, which lack its columns",
+        index.name, table.name
+    )))
 }
 
 /// Builds every table's ordered indexes (bulk, from sorted entries) and FK

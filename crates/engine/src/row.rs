@@ -25,6 +25,9 @@ use crate::types::{ArrayRef, DataType, Interval, Numeric, Value, ValueRef};
 
 const FLAG_WIDE: u8 = 1;
 const FLAG_SIDE: u8 = 2;
+const FLAG_STUB: u8 = 4;
+/// Bytes after a stub's row part: its `ColdRef`.
+const STUB_REF_BYTES: usize = 8;
 
 /// Rows larger than this are refused (PostgreSQL's practical limit is far
 /// larger through TOAST; an in-memory OLTP cache does not need it).
@@ -98,14 +101,54 @@ impl RowLayout {
         self.var_base(if flags & FLAG_WIDE != 0 { 4 } else { 2 }, Self::side(flags))
     }
 
-    /// Length of the row that starts `data` (which may be longer).
+    /// Length of the row that starts `data` (which may be longer); a
+    /// stub's counts its trailing reference.
     pub(crate) fn row_len(&self, data: &[u8]) -> usize {
+        let trailer = if data[0] & FLAG_STUB != 0 { STUB_REF_BYTES } else { 0 };
+        self.columns_len(data) + trailer
+    }
+
+    /// Length of the column part of the row that starts `data`.
+    fn columns_len(&self, data: &[u8]) -> usize {
         let side = Self::side(data[0]);
         if self.nvar + side == 0 {
             return self.fixed_end;
         }
         let width = Self::offset_width(data);
         self.var_base(width, side) + self.var_end(data, width, self.nvar + side - 1)
+    }
+
+    /// Whether the stored row `data` is a stub (its image lives elsewhere).
+    #[inline]
+    pub(crate) fn is_stub(data: &[u8]) -> bool {
+        data[0] & FLAG_STUB != 0
+    }
+
+    /// The reference a stub carries (its last 8 bytes).
+    pub(crate) fn stub_ref(data: &[u8]) -> crate::cold::ColdRef {
+        debug_assert!(Self::is_stub(data));
+        crate::cold::ColdRef(u64::from_le_bytes(arr(&data[data.len() - STUB_REF_BYTES..])))
+    }
+
+    /// The stub of whole row `row`: the columns `kept` marks, the others
+    /// NULL, then `cold`. Every stored row's reader that is not handed the
+    /// row (keys, index entries, constraint probes) reads only kept columns.
+    pub(crate) fn encode_stub(
+        &self,
+        row: &[u8],
+        kept: &[bool],
+        cold: crate::cold::ColdRef,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        debug_assert!(!Self::is_stub(row));
+        let values: Vec<Value> = (0..self.types.len())
+            .map(|col| if kept[col] { self.get(row, col).to_owned_value() } else { Value::Null })
+            .collect();
+        self.encode(&values, out)?;
+        out[0] |= FLAG_STUB;
+        out.extend_from_slice(&cold.0.to_le_bytes());
+        debug_assert_eq!(self.row_len(out), out.len());
+        Ok(())
     }
 
     pub(crate) fn is_null(&self, data: &[u8], col: usize) -> bool {
@@ -266,15 +309,35 @@ impl RowLayout {
         }
     }
 
-    /// Checks a row image read from disk: long enough for its layout.
+    /// Checks a row image read from disk or handed in: long enough for its
+    /// layout, and whole (never a stub).
     pub(crate) fn validate_image(&self, data: &[u8]) -> Result<()> {
+        if data.first().is_some_and(|&flags| flags & FLAG_STUB != 0) {
+            return Err(EngineError::Corrupt("row image is a stub, not a whole row".into()));
+        }
+        self.validate_stored(data)
+    }
+
+    /// As `validate_image`, also taking a stub (a checkpoint's rows).
+    pub(crate) fn validate_stored(&self, data: &[u8]) -> Result<()> {
         let bad = || EngineError::Corrupt("row image does not match its table layout".into());
         if data.len() < self.fixed_end {
             return Err(bad());
         }
+        if data[0] & !(FLAG_WIDE | FLAG_SIDE | FLAG_STUB) != 0 {
+            return Err(bad());
+        }
+        let data = if data[0] & FLAG_STUB != 0 {
+            if data.len() < self.fixed_end + STUB_REF_BYTES {
+                return Err(bad());
+            }
+            &data[..data.len() - STUB_REF_BYTES]
+        } else {
+            data
+        };
         let width = Self::offset_width(data);
         let side = Self::side(data[0]);
-        if data.len() < self.var_base(width, side) || self.row_len(data) != data.len() {
+        if data.len() < self.var_base(width, side) || self.columns_len(data) != data.len() {
             return Err(bad());
         }
         let mut prev = 0;

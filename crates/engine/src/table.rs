@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
 
+use crate::cold::{ColdRef, ColdRelease};
 use crate::error::{EngineError, Result};
 use crate::hook_slots::HookSlots;
 use crate::ids::{CommitTs, Snapshot, TxnId};
@@ -247,6 +248,9 @@ pub(crate) struct TableStore {
     pub(crate) dropped: AtomicBool,
     /// Next hidden row id (tables declared without a primary key only).
     next_rowid: AtomicI64,
+    /// Stubs GC freed, whose images their store may drop once the WAL is
+    /// durable past the moment they were freed (cold.rs).
+    cold_releases: parking_lot::Mutex<Vec<ColdRelease>>,
 }
 
 /// Latest state of a row as a writer sees it.
@@ -308,6 +312,7 @@ impl TableStore {
             live_rows: AtomicI64::new(0),
             dropped: AtomicBool::new(false),
             next_rowid: AtomicI64::new(1),
+            cold_releases: parking_lot::Mutex::new(Vec::new()),
         }
     }
 
@@ -369,20 +374,20 @@ impl TableStore {
         tick: u32,
         scratch: &mut Vec<u8>,
         out: &mut Vec<u8>,
-    ) -> bool {
+    ) -> Result<bool> {
         let layout = self.layout();
         let map = self.primary.read(hash);
-        let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else { return false };
+        let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else { return Ok(false) };
         match visible(head, me, snapshot) {
             Some(v) => {
                 if tick != 0 {
                     head.touch(tick);
                 }
                 out.clear();
-                out.extend_from_slice(v.row(layout));
-                true
+                self.copy_row(v, out)?;
+                Ok(true)
             }
-            None => false,
+            None => Ok(false),
         }
     }
 
@@ -398,20 +403,21 @@ impl TableStore {
         tick: u32,
         out: &mut Vec<u8>,
         mut accept: impl FnMut(&[u8]) -> bool,
-    ) -> bool {
+    ) -> Result<bool> {
         let layout = self.layout();
         let map = self.primary.read(hash);
+        // `accept` reads the index's columns, which a stub keeps.
         let Some(&head) = map.find(hash, |head| visible(*head, me, snapshot).is_some_and(|v| accept(v.row(layout))))
         else {
-            return false;
+            return Ok(false);
         };
-        let Some(v) = visible(head, me, snapshot) else { return false };
+        let Some(v) = visible(head, me, snapshot) else { return Ok(false) };
         if tick != 0 {
             head.touch(tick);
         }
         out.clear();
-        out.extend_from_slice(v.row(layout));
-        true
+        self.copy_row(v, out)?;
+        Ok(true)
     }
 
     /// Runs `f` on the visible row of `key` without copying it out. `f` runs
@@ -427,15 +433,21 @@ impl TableStore {
         tick: u32,
         scratch: &mut Vec<u8>,
         f: impl FnOnce(&[u8]) -> R,
-    ) -> Option<R> {
+    ) -> Result<Option<R>> {
         let layout = self.layout();
         let map = self.primary.read(hash);
-        let head = primary::find(&map, hash, key, &self.pk, layout, scratch)?;
-        let v = visible(head, me, snapshot)?;
+        let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else { return Ok(None) };
+        let Some(v) = visible(head, me, snapshot) else { return Ok(None) };
         if tick != 0 {
             head.touch(tick);
         }
-        Some(f(v.row(layout)))
+        let row = v.row(layout);
+        if RowLayout::is_stub(row) {
+            let mut image = Vec::new();
+            self.fetch_stub(row, &mut image)?;
+            return Ok(Some(f(&image)));
+        }
+        Ok(Some(f(row)))
     }
 
     /// Latest state of `key` for a writer; copies the head row into `out`.
@@ -447,20 +459,20 @@ impl TableStore {
         tick: u32,
         scratch: &mut Vec<u8>,
         out: &mut Vec<u8>,
-    ) -> Latest {
+    ) -> Result<Latest> {
         let layout = self.layout();
         let map = self.primary.read(hash);
-        let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else { return Latest::Absent };
+        let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else { return Ok(Latest::Absent) };
         let word = head.word();
         if let Some(owner) = locked_by_other(word, me) {
-            return Latest::Locked(owner);
+            return Ok(Latest::Locked(owner));
         }
         if tick != 0 && !is_deleted(word) {
             head.touch(tick);
         }
         out.clear();
-        out.extend_from_slice(head.row(layout));
-        Latest::Head(LatestVersion { head, word })
+        self.copy_row(head, out)?;
+        Ok(Latest::Head(LatestVersion { head, word }))
     }
 
     /// True when the table's miss hook may know `key` although a lookup by
@@ -503,21 +515,99 @@ impl TableStore {
         snapshot: Snapshot,
         tick: u32,
         out: &mut Vec<u8>,
-    ) -> usize {
-        let layout = self.layout();
+    ) -> Result<usize> {
         let mut n = 0;
-        self.primary.for_each_head_in(shard, |head| {
+        self.primary.try_for_each_head_in(shard, |head| {
             if let Some(v) = visible(head, me, snapshot) {
                 if tick != 0 {
                     head.touch(tick);
                 }
-                let row = v.row(layout);
-                out.extend_from_slice(&(row.len() as u32).to_le_bytes());
-                out.extend_from_slice(row);
+                self.copy_framed(v, out)?;
                 n += 1;
             }
-        });
-        n
+            Ok::<(), EngineError>(())
+        })?;
+        Ok(n)
+    }
+
+    /// Appends `v`'s whole row to `out`: its bytes, or a stub's image.
+    /// Under the shard lock that keeps `v` alive.
+    #[inline]
+    fn copy_row(&self, v: VPtr, out: &mut Vec<u8>) -> Result<()> {
+        let row = v.row(self.layout());
+        if RowLayout::is_stub(row) {
+            return self.fetch_stub(row, out);
+        }
+        out.extend_from_slice(row);
+        Ok(())
+    }
+
+    /// `copy_row` framed as `[u32 len][row]`.
+    fn copy_framed(&self, v: VPtr, out: &mut Vec<u8>) -> Result<()> {
+        let at = out.len();
+        out.extend_from_slice(&[0; 4]);
+        self.copy_row(v, out)?;
+        let len = u32::try_from(out.len() - at - 4).unwrap_or(u32::MAX);
+        out[at..at + 4].copy_from_slice(&len.to_le_bytes());
+        Ok(())
+    }
+
+    /// Appends the image stub `stub` stands for, from the table's cold
+    /// store, checked: a whole row of this layout with the stub's key.
+    fn fetch_stub(&self, stub: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        let mut key = Vec::new();
+        self.pk_of(stub, &mut key);
+        let cold = RowLayout::stub_ref(stub);
+        let Some(store) = self.hooks.cold_rows() else {
+            return Err(EngineError::Corrupt(format!(
+                "a row of table \"{}\" is stored outside memory ({cold:?}), and no store for it is attached",
+                self.schema.name
+            )));
+        };
+        let start = out.len();
+        store.fetch(self.schema.id, &key, cold, out)?;
+        let image = &out[start..];
+        self.layout().validate_image(image)?;
+        let mut image_key = Vec::new();
+        self.pk_of(image, &mut image_key);
+        if image_key != key {
+            out.truncate(start);
+            return Err(EngineError::Corrupt(format!(
+                "the image stored outside memory as {cold:?} for a row of table \"{}\" is another row's",
+                self.schema.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// Frees a version no one can reach any more (the caller unlinked it
+    /// under the shard write lock). A stub's image is queued for release:
+    /// the store may drop it once the commit that made the stub unreachable
+    /// is durable (`Database::release_cold`), not before, since a crash
+    /// could otherwise bring the stub back without its image.
+    ///
+    /// # Safety
+    /// As [`VPtr::free`].
+    unsafe fn free_version(&self, v: VPtr) {
+        let layout = self.layout();
+        let row = v.row(layout);
+        if RowLayout::is_stub(row) {
+            let mut key = Vec::new();
+            self.pk_of(row, &mut key);
+            self.cold_releases.lock().push((key, RowLayout::stub_ref(row)));
+        }
+        // SAFETY: the caller's contract.
+        unsafe { v.free(&self.slab, layout) };
+    }
+
+    /// The stubs freed since the last call (see `free_version`).
+    pub(crate) fn take_cold_releases(&self) -> Vec<ColdRelease> {
+        std::mem::take(&mut *self.cold_releases.lock())
+    }
+
+    /// Puts back releases that found no store to go to.
+    pub(crate) fn requeue_cold_releases(&self, mut releases: Vec<ColdRelease>) {
+        self.cold_releases.lock().append(&mut releases);
     }
 
     // --------------------------------------------------------------- writes
@@ -728,7 +818,7 @@ impl TableStore {
                 // SAFETY: committed (or lock-only) and invisible to every
                 // snapshot >= horizon; its newer neighbour is relinked past
                 // it before the lock is released; we hold the write lock.
-                unsafe { v.free(&self.slab, layout) };
+                unsafe { self.free_version(v) };
             }
         }
         if count == 0 {
@@ -751,7 +841,7 @@ impl TableStore {
         }
         if head_dropped {
             // SAFETY: as above, and the map no longer points at it.
-            unsafe { head.free(&self.slab, layout) };
+            unsafe { self.free_version(head) };
         }
         count
     }
@@ -1035,21 +1125,192 @@ impl TableStore {
     }
 
     /// Appends the newest committed image of every live row in `shard` to
-    /// `out` as `[u32 len][row]` (checkpoints); returns how many.
-    pub(crate) fn committed_rows_of_shard(&self, shard: usize, out: &mut Vec<u8>) -> u32 {
+    /// `out` as `[u32 len][row]` (checkpoints); returns how many. Stubs go
+    /// as they are, unless `resolve` (a backup, which must stand alone):
+    /// then their images are fetched.
+    pub(crate) fn committed_rows_of_shard(&self, shard: usize, resolve: bool, out: &mut Vec<u8>) -> Result<u32> {
         let layout = self.layout();
         let mut n = 0;
-        self.primary.for_each_head_in(shard, |head| {
+        self.primary.try_for_each_head_in(shard, |head| {
             if let Some(v) = latest_committed(Some(head))
                 && !is_deleted(v.word())
             {
-                let row = v.row(layout);
-                out.extend_from_slice(&(row.len() as u32).to_le_bytes());
-                out.extend_from_slice(row);
+                if resolve {
+                    self.copy_framed(v, out)?;
+                } else {
+                    let row = v.row(layout);
+                    out.extend_from_slice(&(row.len() as u32).to_le_bytes());
+                    out.extend_from_slice(row);
+                }
                 n += 1;
             }
+            Ok::<(), EngineError>(())
+        })?;
+        Ok(n)
+    }
+
+    // ---------------------------------------------------------- cold rows
+
+    /// The columns a stub of this table keeps: the primary key's and every
+    /// index's (cold.rs).
+    pub(crate) fn stub_columns(&self) -> Vec<bool> {
+        let mut kept = vec![false; self.schema.columns.len()];
+        for &col in &self.schema.primary_key {
+            kept[col] = true;
+        }
+        for index in &self.meta().indexes {
+            for &col in &index.schema.columns {
+                kept[col] = true;
+            }
+        }
+        kept
+    }
+
+    /// Row `key`'s version if it may become a stub (its only version,
+    /// committed, live, whole), its image copied into `out`.
+    pub(crate) fn demotable(
+        &self,
+        hash: u64,
+        key: &[u8],
+        scratch: &mut Vec<u8>,
+        out: &mut Vec<u8>,
+    ) -> Option<LatestVersion> {
+        let layout = self.layout();
+        let map = self.primary.read(hash);
+        let head = primary::find(&map, hash, key, &self.pk, layout, scratch)?;
+        let word = head.word();
+        let row = head.row(layout);
+        if is_uncommitted(word)
+            || is_deleted(word)
+            || is_lock_only(word)
+            || head.prev().is_some()
+            || RowLayout::is_stub(row)
+        {
+            return None;
+        }
+        out.clear();
+        out.extend_from_slice(row);
+        Some(LatestVersion { head, word })
+    }
+
+    /// Replaces `expected` (from `demotable`) by `stub` if it is still the
+    /// row's only version, unchanged; false otherwise (the caller releases
+    /// the stub's image). The stub keeps the version's word and stamp.
+    pub(crate) fn swap_in_stub(
+        &self,
+        hash: u64,
+        key: &[u8],
+        expected: LatestVersion,
+        stub: &[u8],
+        scratch: &mut Vec<u8>,
+    ) -> bool {
+        let layout = self.layout();
+        let mut map = self.primary.write(hash);
+        let Some(head) = primary::find(&map, hash, key, &self.pk, layout, scratch) else { return false };
+        if head != expected.head || head.word() != expected.word || head.prev().is_some() {
+            return false;
+        }
+        debug_assert!(RowLayout::is_stub(stub) && !RowLayout::is_stub(head.row(layout)));
+        let new = VPtr::alloc(&self.slab, expected.word, None, stub);
+        new.touch(head.access());
+        primary::replace(&mut map, hash, key, &self.pk, layout, new, scratch);
+        // SAFETY: unlinked under the write lock; a whole version, so
+        // nothing to release.
+        unsafe { head.free(&self.slab, layout) };
+        true
+    }
+
+    /// Brings every stub of the table back to a whole version (CREATE
+    /// INDEX, before it reads a column a stub may have dropped). Each
+    /// shard under its write lock: the images are fetched there. Returns
+    /// the stubs' keys and references, not yet released: checkpoints may
+    /// still name them (the caller queues them when none does).
+    pub(crate) fn promote_stubs(&self) -> Result<Vec<ColdRelease>> {
+        let mut promoted = Vec::new();
+        if !self.has_stubs() {
+            return Ok(promoted);
+        }
+        let layout = self.layout();
+        let mut key = Vec::new();
+        let mut scratch = Vec::new();
+        let mut image = Vec::new();
+        for shard in 0..primary::SHARD_COUNT {
+            let mut map = self.primary.write_shard(shard);
+            let heads: Vec<VPtr> =
+                map.iter().copied().filter(|head| head.chain().any(|v| RowLayout::is_stub(v.row(layout)))).collect();
+            for head in heads {
+                self.pk_of(head.row(layout), &mut key);
+                let hash = hash_key(&key);
+                let mut newer: Option<VPtr> = None;
+                let mut cur = Some(head);
+                while let Some(v) = cur {
+                    cur = v.prev();
+                    let row = v.row(layout);
+                    if !RowLayout::is_stub(row) {
+                        newer = Some(v);
+                        continue;
+                    }
+                    image.clear();
+                    self.fetch_stub(row, &mut image)?;
+                    let whole = VPtr::alloc(&self.slab, v.word(), v.prev(), &image);
+                    whole.touch(v.access());
+                    match newer {
+                        Some(n) => n.set_prev(Some(whole)),
+                        None => primary::replace(&mut map, hash, &key, &self.pk, layout, whole, &mut scratch),
+                    }
+                    promoted.push((key.clone(), RowLayout::stub_ref(row)));
+                    // SAFETY: unlinked under the shard write lock; its
+                    // release is the caller's.
+                    unsafe { v.free(&self.slab, layout) };
+                    newer = Some(whole);
+                }
+            }
+        }
+        Ok(promoted)
+    }
+
+    /// For `verify`: a stub's image can be fetched, is its row's, and
+    /// agrees with the stub on every column the stub keeps.
+    pub(crate) fn check_stub(&self, v: VPtr) -> Result<()> {
+        let layout = self.layout();
+        let row = v.row(layout);
+        if !RowLayout::is_stub(row) {
+            return Ok(());
+        }
+        let mut image = Vec::new();
+        self.fetch_stub(row, &mut image)?;
+        let kept: Vec<usize> = self.stub_columns().iter().enumerate().filter(|(_, k)| **k).map(|(c, _)| c).collect();
+        if !cols_equal(layout, row, &image, &kept) {
+            return Err(EngineError::Corrupt(format!(
+                "{}: a stub and its image ({:?}) disagree on a key or indexed column",
+                self.schema.name,
+                RowLayout::stub_ref(row)
+            )));
+        }
+        Ok(())
+    }
+
+    /// Whether any version of the table is a stub.
+    pub(crate) fn has_stubs(&self) -> bool {
+        let layout = self.layout();
+        let mut any = false;
+        self.primary.for_each_head(|head| any = any || head.chain().any(|v| RowLayout::is_stub(v.row(layout))));
+        any
+    }
+
+    /// Calls `f` with the key and reference of every stub of the table.
+    pub(crate) fn for_each_stub(&self, mut f: impl FnMut(&[u8], ColdRef)) {
+        let layout = self.layout();
+        let mut key = Vec::new();
+        self.primary.for_each_head(|head| {
+            for v in head.chain() {
+                let row = v.row(layout);
+                if RowLayout::is_stub(row) {
+                    self.pk_of(row, &mut key);
+                    f(&key, RowLayout::stub_ref(row));
+                }
+            }
         });
-        n
     }
 }
 
@@ -1085,6 +1346,9 @@ fn visible(head: VPtr, me: TxnId, snapshot: Snapshot) -> Option<VPtr> {
 impl Drop for TableStore {
     fn drop(&mut self) {
         // Free every version so large (non-slab) rows are returned too.
+        // Stubs release nothing here: a closing database's checkpoint names
+        // them, and a dropped table's images are its store's to purge
+        // (cold.rs).
         let layout = self.schema.layout.clone();
         self.primary.drain(|head| {
             for v in head.chain() {

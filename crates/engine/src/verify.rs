@@ -53,6 +53,7 @@ pub(crate) fn verify(catalog: &CommittedCatalog, gc: &Gc) -> Result<Vec<TableChe
                 if vpk != pk {
                     return broken(format!("{}: version chain mixes primary keys", store.schema.name));
                 }
+                store.check_stub(v)?;
             }
             if let Some(v) = newest_committed
                 && !is_deleted(v.word())

@@ -1,7 +1,10 @@
 //! Model-based property tests: the row store and its indexes against a
 //! `BTreeMap`, sequentially (every operation compared) and concurrently
 //! (committed transactions replayed serially in commit order must give the
-//! final state; index entries must equal rows after vacuum).
+//! final state; index entries must equal rows after vacuum). Rows move to
+//! a cold store (cold.rs) and back as they go: demotions, GC, checkpoints
+//! and a restart interleave with the operations, and the model, which
+//! knows nothing of them, must not notice.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -66,6 +69,10 @@ enum Op {
     FindTag(Option<u8>),
     Commit,
     Rollback,
+    /// Keys lo..hi to the cold store (from outside the open transaction).
+    Demote(i32, i32),
+    Vacuum,
+    Checkpoint,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -79,6 +86,9 @@ fn op() -> impl Strategy<Value = Op> {
         2 => proptest::option::of(0..12u8).prop_map(Op::FindTag),
         1 => Just(Op::Commit),
         1 => Just(Op::Rollback),
+        2 => (0..40i32, 1..12i32).prop_map(|(lo, n)| Op::Demote(lo, lo + n)),
+        1 => Just(Op::Vacuum),
+        1 => Just(Op::Checkpoint),
     ]
 }
 
@@ -99,6 +109,8 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let db = common::open(dir.path());
         let (table, tag_idx, grp_idx) = create(&db);
+        let cold = Arc::new(common::MemCold::default());
+        db.set_cold_rows(table, Some(cold.clone()));
         let mut committed: BTreeMap<i32, Row> = BTreeMap::new();
         let mut work = committed.clone();
         let mut txn = db.begin().unwrap();
@@ -192,14 +204,25 @@ proptest! {
                     work = committed.clone();
                     txn = db.begin().unwrap();
                 }
+                Op::Demote(lo, hi) => {
+                    let keys: Vec<Vec<Value>> = (lo..hi).map(|k| vec![Value::Int4(k)]).collect();
+                    db.demote_rows(table, &keys).unwrap();
+                }
+                Op::Vacuum => db.vacuum(),
+                Op::Checkpoint => {
+                    db.checkpoint().unwrap();
+                }
             }
         }
         txn.commit().unwrap();
         committed = work;
         check_final(&db, table, &committed)?;
+        prop_assert_eq!(common::MemCold::count(&cold.bad_releases), 0);
         db.close().unwrap();
-        // Recovery must give the same contents and indexes.
+        // Recovery (the last checkpoint's stubs, then the WAL over them)
+        // must give the same contents and indexes.
         let db = common::open(dir.path());
+        db.set_cold_rows(table, Some(cold.clone()));
         check_final(&db, table, &committed)?;
     }
 }
@@ -265,8 +288,23 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let db = common::open(dir.path());
         let (table, _, _) = create(&db);
+        let cold = Arc::new(common::MemCold::default());
+        db.set_cold_rows(table, Some(cold.clone()));
         let log: Arc<Mutex<Vec<CommitLog>>> = Arc::new(Mutex::new(Vec::new()));
         let barrier = Arc::new(Barrier::new(scripts.len()));
+        // Beside the writers, rows keep moving to the cold store.
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let demoter = {
+            let (db, stop) = (db.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut shard = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let (_, next) = db.demote_idle(table, u32::MAX, 16, shard).unwrap();
+                    shard = next;
+                    std::thread::yield_now();
+                }
+            })
+        };
         let handles: Vec<_> = scripts.into_iter().enumerate().map(|(n, script)| {
             let (db, log, barrier) = (db.clone(), log.clone(), barrier.clone());
             std::thread::spawn(move || {
@@ -313,6 +351,8 @@ proptest! {
         for h in handles {
             h.join().unwrap();
         }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        demoter.join().unwrap();
         let mut log = std::mem::take(&mut *log.lock().unwrap());
         log.sort_by_key(|(ts, _)| *ts);
         // Serial replay in commit order: each op must be legal at its point
@@ -345,5 +385,6 @@ proptest! {
         let tags: HashSet<&String> = model.values().filter_map(|r| r.tag.as_ref()).collect();
         prop_assert_eq!(tags.len(), model.values().filter(|r| r.tag.is_some()).count());
         check_final(&db, table, &model)?;
+        prop_assert_eq!(common::MemCold::count(&cold.bad_releases), 0);
     }
 }

@@ -286,6 +286,17 @@ impl Transaction {
         self.acquire_ddl()?;
         let store = self.store(index.table)?;
         self.lock_exclusive(&store)?;
+        // Stubs keep the columns of the indexes they were made under, not
+        // this one's (cold.rs): they come back whole first. The retained
+        // checkpoints still name them, and recovery could not build this
+        // index from them: two checkpoints, so none of those is left by
+        // the time the index can commit. Only then may their images go.
+        let promoted = store.promote_stubs()?;
+        if !promoted.is_empty() {
+            self.db.checkpoint()?;
+            self.db.checkpoint()?;
+            store.requeue_cold_releases(promoted);
+        }
         let built = build_index(&store, Arc::clone(&index), self.id)?;
         let mut meta = (*store.meta()).clone();
         meta.indexes.push(Arc::new(built));

@@ -45,7 +45,7 @@ impl Transaction {
         let Some(hash) = encode_pk(store, key, &mut self.s.key)? else { return Ok(false) };
         let tick = self.touch_tick(store);
         let mut found =
-            store.read_visible(hash, &self.s.key, self.id, self.snapshot, tick, &mut self.s.scratch, &mut out.data);
+            store.read_visible(hash, &self.s.key, self.id, self.snapshot, tick, &mut self.s.scratch, &mut out.data)?;
         if !found
             && !self.miss_rows.is_empty()
             && let Some(row) = self.answered_row(store, &self.s.key)
@@ -81,8 +81,10 @@ impl Transaction {
         let found = store.with_visible(hash, &self.s.key, self.id, self.snapshot, tick, &mut self.s.scratch, |row| {
             f.take().map(|f| f(RowRef::new(schema, row)))
         });
-        if let Some(Some(v)) = found {
-            return Ok(Some(v));
+        match found {
+            Ok(Some(Some(v))) => return Ok(Some(v)),
+            Ok(_) => {}
+            Err(e) => return self.check(Err(e)),
         }
         self.get_with_missed(table, key, f)
     }
@@ -117,9 +119,10 @@ impl Transaction {
         let Some(hash) = encode_pk(store, key, &mut self.s.key)? else { return Ok(None) };
         let schema = &store.schema;
         let tick = self.touch_tick(store);
-        let found = store.with_visible(hash, &self.s.key, self.id, self.snapshot, tick, &mut self.s.scratch, |row| {
-            f.take().map(|f| f(RowRef::new(schema, row)))
-        });
+        let found =
+            store.with_visible(hash, &self.s.key, self.id, self.snapshot, tick, &mut self.s.scratch, |row| {
+                f.take().map(|f| f(RowRef::new(schema, row)))
+            })?;
         if let Some(Some(v)) = found {
             return Ok(Some(v));
         }
@@ -273,7 +276,7 @@ impl Transaction {
                 let (index_key, pk) = istore.split(entry);
                 let hash = hash_key(pk);
                 let found =
-                    store.read_visible(hash, pk, self.id, self.snapshot, tick, &mut self.s.scratch, &mut self.s.row);
+                    store.read_visible(hash, pk, self.id, self.snapshot, tick, &mut self.s.scratch, &mut self.s.row)?;
                 if !found {
                     continue;
                 }
@@ -351,10 +354,17 @@ impl Transaction {
                 istore.spec.encode_row(layout, r, &mut tmp);
                 tmp.as_slice() == key
             });
-            if found {
-                visited += 1;
-                result = f(RowRef::new(&store.schema, &row)).map(|_| ());
-                break;
+            match found {
+                Ok(true) => {
+                    visited += 1;
+                    result = f(RowRef::new(&store.schema, &row)).map(|_| ());
+                    break;
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
             }
         }
         (self.s.tmp, self.s.row) = (tmp, row);
@@ -473,7 +483,10 @@ impl Transaction {
         let tick = self.touch_tick(&store);
         'outer: for shard in shards {
             buf.clear();
-            store.scan_shard(shard, me, self.snapshot, tick, &mut buf);
+            if let Err(e) = store.scan_shard(shard, me, self.snapshot, tick, &mut buf) {
+                result = Err(e);
+                break;
+            }
             let mut at = 0;
             while at + 4 <= buf.len() {
                 let len = u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]) as usize;

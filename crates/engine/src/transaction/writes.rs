@@ -415,7 +415,7 @@ impl Transaction {
     ) -> Result<bool> {
         let tick = self.touch_tick(store);
         for _ in 0..INSTALL_RETRIES_MAX {
-            let at = match store.latest(hash, &self.s.key, self.id, tick, &mut self.s.scratch, &mut self.s.base) {
+            let at = match store.latest(hash, &self.s.key, self.id, tick, &mut self.s.scratch, &mut self.s.base)? {
                 Latest::Absent => return Ok(false),
                 Latest::Locked(owner) => {
                     self.wait(owner, &store.schema.name)?;
