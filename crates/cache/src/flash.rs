@@ -480,7 +480,7 @@ impl Flash {
     }
 
     /// The store while the tier is enabled.
-    fn store(&self) -> Option<Arc<FlashStore>> {
+    pub(crate) fn store(&self) -> Option<Arc<FlashStore>> {
         self.store.read().clone()
     }
 
@@ -514,6 +514,12 @@ impl Flash {
             && entry.def.flash != FlashPolicy::None
             && self.enabled()
             && !self.demotions_stopped.load(Ordering::Relaxed)
+    }
+
+    /// Whether rows of local tables may move to flash now (write-back mode:
+    /// flash holds their only copy; `local_rows.rs`).
+    pub(crate) fn accepts_local_rows(&self) -> bool {
+        self.mode == TierMode::WriteBack && self.enabled() && !self.demotions_stopped.load(Ordering::Relaxed)
     }
 
     /// Whether flash may hold instances of the group with changes
@@ -823,6 +829,10 @@ impl Flash {
             })
             .map_err(tier_error)?;
         for record in records {
+            // Rows of local tables: `Cache::reconcile_local_rows`'s.
+            if record.starts_with(&crate::local_rows::LOCAL_PREFIX) {
+                continue;
+            }
             let group = u32::from_le_bytes(record[..4].try_into().unwrap_or([0xff; 4]));
             let mut root_key = Vec::new();
             let readable = record.len() >= KEY_PREFIX && decode_values(&record[KEY_PREFIX..], &mut root_key).is_ok();
@@ -1015,7 +1025,7 @@ fn write_durably(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-fn tier_error(error: TierError) -> CacheError {
+pub(crate) fn tier_error(error: TierError) -> CacheError {
     CacheError::Tier { sqlstate: error.sqlstate(), reason: error.to_string() }
 }
 

@@ -23,6 +23,7 @@ mod hash;
 mod instance;
 pub mod lease;
 mod load;
+mod local_rows;
 mod node;
 mod persist;
 mod pool;

@@ -373,6 +373,24 @@ impl Database {
         Ok((self.demote_encoded(&store, &keys)?, shard))
     }
 
+    /// Brings every stub of `table` back to a whole row in memory (the
+    /// cold store is going away: the flash tier disabled); returns how many.
+    /// The retained checkpoints name those stubs, so two checkpoints are
+    /// taken before their images are released (waiting for the WAL), as
+    /// CREATE INDEX does (cold.rs).
+    pub fn promote_cold(&self, table: TableId) -> Result<usize> {
+        let Some(store) = self.inner.catalog.current().store(table).cloned() else { return Ok(0) };
+        let promoted = store.promote_stubs()?;
+        let count = promoted.len();
+        if count > 0 {
+            self.inner.checkpoint()?;
+            self.inner.checkpoint()?;
+            store.requeue_cold_releases(promoted);
+            self.inner.release_cold(true);
+        }
+        Ok(count)
+    }
+
     /// Calls `f` with the encoded primary key and reference of every stub
     /// of `table`: what its cold store must keep (after a restart, the
     /// images it holds that no stub names are garbage).

@@ -397,6 +397,7 @@ impl CacheSection {
             // `[tier]`, a section of its own (`TierSection::to_tier_config`).
             tier: None,
             tier_mode: pgtier_cache::TierMode::Clean,
+            local_tables_budget: None,
         })
     }
 }
@@ -1036,9 +1037,17 @@ mod tests {
             ("size = \"64MB\"\nregion_size = \"32MB\"", "size"),
             ("size = \"1GB\"\nadmission = \"first\"", "admission"),
             ("size = \"1GB\"\nmean_record_bytes = 1", "mean_record_bytes"),
+            ("size = \"1GB\"\nlocal_tables = \"64MB\"", "local_tables"),
         ] {
             let e = parse(toml).tier.to_tier_config(Path::new("d")).unwrap_err().to_string();
             assert!(e.contains(key) && e.contains("[tier]"), "{toml}: {e}");
+        }
+        let local = parse("size = \"1GB\"\nmode = \"write-back\"\nlocal_tables = \"64MB\"").tier;
+        assert!(local.to_tier_config(Path::new("d")).is_ok());
+        assert_eq!(local.local_tables_budget().unwrap(), Some(64 << 20));
+        for toml in ["local_tables = \"64MB\"", "size = \"1GB\"\nmode = \"write-back\"\nlocal_tables = \"many\""] {
+            let e = parse(toml).tier.local_tables_budget().unwrap_err().to_string();
+            assert!(e.contains("local_tables") && e.contains("[tier]"), "{toml}: {e}");
         }
         assert!(ServerConfig::from_toml_str("data_dir = \"d\"\n[tier]\nsise = \"1GB\"").is_err(), "unknown key");
     }

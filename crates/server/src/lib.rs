@@ -150,6 +150,7 @@ pub fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     if let Some((tier, mode)) = config.tier.to_tier_config(&config.data_dir)? {
         cache_config.tier = Some(tier);
         cache_config.tier_mode = mode;
+        cache_config.local_tables_budget = config.tier.local_tables_budget()?;
     }
     let open_cache = {
         let (db, backend) = (db.clone(), backend.clone());

@@ -262,7 +262,7 @@ impl FlashStore {
     /// its tombstone is durable.
     pub fn take(&self, key: &[u8]) -> Result<Option<(Vec<u8>, Retention)>, TierError> {
         let started = Instant::now();
-        let taken = self.remove_inner(key)?;
+        let taken = self.remove_inner(key, true)?;
         // A hit is a record read (the cache's promotions are takes): its latency counts.
         if taken.is_some() {
             bump(&self.counters.hits, 1);
@@ -277,16 +277,27 @@ impl FlashStore {
     /// record appends a tombstone (so recovery never brings it back) and
     /// returns after the tombstone is durable.
     pub fn remove(&self, key: &[u8]) -> Result<bool, TierError> {
-        Ok(self.remove_inner(key)?.is_some())
+        Ok(self.remove_inner(key, true)?.is_some())
     }
 
-    fn remove_inner(&self, key: &[u8]) -> Result<Option<Found>, TierError> {
+    /// [`FlashStore::remove`] that returns once a Durable record's
+    /// tombstone is appended, not yet synced: it is durable after the next
+    /// `sync` (or a later durable write). For a caller that can tell after
+    /// a crash which records are garbage, and would otherwise pay an
+    /// fdatasync per removal.
+    pub fn remove_deferred(&self, key: &[u8]) -> Result<bool, TierError> {
+        Ok(self.remove_inner(key, false)?.is_some())
+    }
+
+    fn remove_inner(&self, key: &[u8], durable: bool) -> Result<Option<Found>, TierError> {
         let hash = key_hash(key);
         let outcome = self.with_space(|| self.remove_locked(key, hash))?;
         let Some((found, sync)) = outcome else {
             return Err(TierError::Full("no region could be reclaimed for a tombstone".into()));
         };
-        if let Some(pos) = sync {
+        if let Some(pos) = sync
+            && durable
+        {
             self.make_durable(pos)?;
         }
         if found.is_some() {

@@ -42,6 +42,7 @@ use crate::swt::{Swt, SwtParticipant, SwtStatus};
 use crate::tuning::{LiveTuning, Tuning};
 
 mod hosts;
+mod local_rows;
 mod shards;
 mod tier;
 mod views;
@@ -80,6 +81,9 @@ pub struct CacheConfig {
     pub tier: Option<pgtier_tier::TierConfig>,
     /// Clean, or write-back (`[tier] mode`).
     pub tier_mode: crate::flash::TierMode,
+    /// `[tier] local_tables`: memory plain local tables may use before
+    /// their idle rows move to flash (write-back mode; `local_rows.rs`).
+    pub local_tables_budget: Option<u64>,
 }
 
 impl Default for CacheConfig {
@@ -97,6 +101,7 @@ impl Default for CacheConfig {
             sequence_block: DEFAULT_SEQUENCE_BLOCK,
             tier: None,
             tier_mode: crate::flash::TierMode::Clean,
+            local_tables_budget: None,
         }
     }
 }
@@ -219,6 +224,8 @@ pub struct Cache {
     autorefresh_first_load: Mutex<()>,
     /// The flash tier under memory (clean mode; `flash.rs`).
     flash: Flash,
+    /// Rows of plain local tables on that tier (`local_rows.rs`).
+    local_rows: crate::local_rows::LocalRows,
 }
 
 impl Cache {
@@ -242,6 +249,7 @@ impl Cache {
         // Before anything writes: its records are reused only at the WAL
         // position of the clean close that wrote its index.
         let flash = Flash::open(config.tier.clone(), config.tier_mode, &db);
+        let local_tables_budget = config.local_tables_budget;
         let mut groups = BTreeMap::new();
         for (def, group, accepted, shards) in persist::restore(&db.catalog())? {
             groups.insert(def.name.clone(), Arc::new(GroupEntry::new(def, group, accepted, shards)));
@@ -278,13 +286,17 @@ impl Cache {
                 autorefresh: Mutex::new(BTreeMap::new()),
                 predicate_compiler: RwLock::new(None),
                 autorefresh_first_load: Mutex::new(()),
+                local_rows: crate::local_rows::LocalRows::new(local_tables_budget),
                 flash,
             }
         });
         for entry in cache.groups.read().values() {
             cache.install(entry);
         }
+        // Before anything reads a local table's stubs.
+        cache.attach_local_rows();
         cache.reconcile_flash()?;
+        cache.reconcile_local_rows()?;
         cache.groups_changed()?;
         let ager = aging::spawn(Arc::<Cache>::downgrade(&cache), cache.ager_control.clone(), cache.tuning.clone())
             .map_err(|error| CacheError::InvalidSpec {
@@ -445,7 +457,16 @@ impl Cache {
     }
 
     /// Every group now.
-    fn group_entries(&self) -> Vec<Arc<GroupEntry>> {
+    /// The flash store while the tier is enabled.
+    pub(crate) fn flash_store(&self) -> Option<Arc<pgtier_tier::FlashStore>> {
+        self.flash.store()
+    }
+
+    pub(crate) fn local_rows(&self) -> &crate::local_rows::LocalRows {
+        &self.local_rows
+    }
+
+    pub(crate) fn group_entries(&self) -> Vec<Arc<GroupEntry>> {
         self.groups.read().values().cloned().collect()
     }
 
@@ -604,7 +625,12 @@ impl Cache {
             // A new epoch: reads from now on are newer than everything
             // before, and only what was used before it may go.
             let epoch = self.db.advance_access_tick();
-            self.age_round(epoch)
+            let report = self.age_round(epoch);
+            // Rows of local tables not used during the last whole interval.
+            if let Err(error) = self.age_local_rows(epoch.saturating_sub(1)) {
+                tracing::warn!("flash tier: rows of local tables did not move this round: {error}");
+            }
+            report
         };
         // The next round measures memory: it should find this round's
         // deletes freed, not evict for them again (memory swung between

@@ -85,8 +85,15 @@ impl Cache {
                     let layout = crate::instance::InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
                     self.flash.restore_durable(&self.db, &entry, &layout)?;
                 }
+                let local = self.promote_local_rows()?;
                 self.flash.disable()?;
-                Ok("flash tier disabled: its records are dropped (PostgreSQL has every one of them)".into())
+                Ok(if local > 0 {
+                    format!(
+                        "flash tier disabled: {local} row(s) of local tables came back into memory first; the rest of its records are dropped (PostgreSQL has every one of them)"
+                    )
+                } else {
+                    "flash tier disabled: its records are dropped (PostgreSQL has every one of them)".into()
+                })
             }
             TierCommand::Resize(bytes) => {
                 self.flash.resize(bytes)?;
@@ -176,8 +183,44 @@ impl Cache {
             rows.push(row);
         }
         store.flash_hit_ratio = ratio(store.flash_hits, store.flash_hits + store.backend_loads);
+        if let Some(local) = self.local_tables_tier_row(&state) {
+            rows.push(local);
+        }
         rows.insert(0, store);
         rows
+    }
+
+    /// The row of plain local tables (`local_rows.rs`), named `(local
+    /// tables)` (no group can be: parentheses), when their rows may use
+    /// flash: memory, rows moved (demotions), rows read back (flash hits),
+    /// images released (invalidations), temperatures.
+    fn local_tables_tier_row(&self, state: &str) -> Option<TierInfo> {
+        let local = self.local_rows();
+        let counters = &local.counters;
+        let demoted = counters.demoted.load(Ordering::Relaxed);
+        if local.budget().is_none() && demoted == 0 {
+            return None;
+        }
+        let tables = self.local_tables();
+        let mut row = TierInfo {
+            group: Some("(local tables)".into()),
+            state: if self.flash.accepts_local_rows() { state.to_owned() } else { "not used".into() },
+            policy: "write-back".into(),
+            memory_instances: tables.iter().map(|&t| self.db.table_rows(t)).sum(),
+            memory_bytes: tables.iter().map(|&t| self.db.table_memory(t)).sum(),
+            flash_hits: counters.fetched.load(Ordering::Relaxed),
+            demotions: demoted,
+            dirty_demotions: demoted,
+            invalidations: counters.released.load(Ordering::Relaxed),
+            ..TierInfo::default()
+        };
+        for &table in &tables {
+            let ages = self.db.access_ages(table, &[HOT_TICKS, WARM_TICKS]);
+            row.hot_rows += ages.first().copied().unwrap_or(0);
+            row.warm_rows += ages.get(1).copied().unwrap_or(0);
+            row.cold_rows += ages.get(2).copied().unwrap_or(0);
+        }
+        Some(row)
     }
 }
 

@@ -184,7 +184,7 @@ pub fn open_cache_with(dir: &std::path::Path, url: &str, mut config: CacheConfig
 /// aging or write-through thread holds the cache for one round or
 /// transaction, that thread drops it, and the directory's lock goes a
 /// moment later (seen in CI under load as DirectoryInUse).
-fn open_when_free(dir: &std::path::Path) -> Database {
+pub fn open_when_free(dir: &std::path::Path) -> Database {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         match Database::open(dir, EngineConfig::default()) {

@@ -27,6 +27,11 @@ pub struct TierSection {
     pub admission: Option<String>,
     /// The mean record size the in-memory index is sized for, in bytes (default 512).
     pub mean_record_bytes: Option<u32>,
+    /// Memory plain local tables (not in a cache group) may use, in
+    /// PostgreSQL's units ("256MB"): above it, their rows not used lately
+    /// move to flash, durably (needs `mode = "write-back"`). Unset: they
+    /// stay in memory.
+    pub local_tables: Option<String>,
 }
 
 impl TierSection {
@@ -74,6 +79,9 @@ impl TierSection {
             Some("all") => pgtier_cache::Admission::All,
             Some(other) => return bad(format!("admission must be \"second-touch\" or \"all\", not \"{other}\"")),
         };
+        if self.local_tables.is_some() && mode != pgtier_cache::TierMode::WriteBack {
+            return bad("local_tables needs mode = \"write-back\": flash holds the only copy of those rows".into());
+        }
         let mean_record_bytes = self.mean_record_bytes.unwrap_or(512);
         if !(32..=1 << 20).contains(&mean_record_bytes) {
             return bad(format!("mean_record_bytes must be 32 to 1048576, not {mean_record_bytes}"));
@@ -85,5 +93,19 @@ impl TierSection {
         };
         let config = pgtier_cache::TierConfig { path, size, region_size, direct_io, mean_record_bytes, admission };
         Ok(Some((config, mode)))
+    }
+
+    /// `local_tables` in bytes (None: unset, or no tier); a bad size is an
+    /// error naming the key.
+    pub fn local_tables_budget(&self) -> Result<Option<u64>, ServerError> {
+        let Some(text) = &self.local_tables else { return Ok(None) };
+        if self.size.is_none() {
+            return Err(ServerError::Config("[tier] local_tables needs the tier: set [tier] size".into()));
+        }
+        match pgtier_cache::CreateGroup::parse_memory_size(text) {
+            Ok(0) => Err(ServerError::Config("[tier] local_tables must be more than 0".into())),
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) => Err(ServerError::Config(format!("[tier] local_tables: {e}"))),
+        }
     }
 }
