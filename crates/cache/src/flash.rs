@@ -522,6 +522,15 @@ impl Flash {
         self.mode == TierMode::WriteBack && self.enabled() && !self.demotions_stopped.load(Ordering::Relaxed)
     }
 
+    /// A pass for a round of local-row demotions: held, DISABLE's
+    /// `stop_demotions` waits for the round to end (its records must all
+    /// have their stubs before DISABLE looks for leftovers). None: rows may
+    /// not move now.
+    pub(crate) fn local_demotion_pass(&self) -> Option<parking_lot::RwLockReadGuard<'_, ()>> {
+        let gate = self.demotion_gate.read();
+        self.accepts_local_rows().then_some(gate)
+    }
+
     /// Whether flash may hold instances of the group with changes
     /// PostgreSQL does not have yet (write-back mode, AWT groups), even
     /// when it takes no more now.

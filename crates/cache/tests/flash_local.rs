@@ -174,8 +174,33 @@ fn idle_local_rows_live_on_flash_and_read_as_written() {
     assert_eq!(all_notes(&db, table), expected);
     db.verify().unwrap();
 
-    // DISABLE: everything back in memory first, then the store goes.
-    cache.tier_command(TierCommand::Disable).unwrap();
+    // A dropped table's rows on flash: nobody's any more.
+    let mut t = db.begin().unwrap();
+    let scratch = t
+        .create_table(&TableDef::new(
+            "scratch",
+            vec![ColumnDef::new("id", DataType::Int4), ColumnDef::new("body", DataType::Text)],
+            &["id"],
+        ))
+        .unwrap();
+    t.commit().unwrap();
+    let mut t = db.begin().unwrap();
+    for id in 0..5000 {
+        t.insert(scratch, &[Value::Int4(id), Value::Text("s".repeat(300))]).unwrap();
+    }
+    t.commit().unwrap();
+    for _ in 0..3 {
+        cache.age_now().unwrap();
+    }
+    assert!(stubs(&db, scratch) > 0, "the scratch table's rows should have moved");
+    let mut t = db.begin().unwrap();
+    t.drop_table("scratch").unwrap();
+    t.commit().unwrap();
+
+    // DISABLE: everything back in memory first, then the store goes (the
+    // dropped table's images with it).
+    let message = cache.tier_command(TierCommand::Disable).unwrap();
+    assert!(message.contains("local tables came back"), "{message}");
     assert_eq!(stubs(&db, table), 0);
     assert_eq!(all_notes(&db, table), expected);
     assert!(db.table_memory(table) > 2 * budget);

@@ -60,8 +60,11 @@ impl Cache {
         }
     }
 
-    /// At open, after recovery: removes every local-row record no stub
-    /// names (see the module docs), and starts references above them.
+    /// Removes every local-row record no stub names (see the module
+    /// docs), and starts references above them. Only while no local row
+    /// moves (a record stored whose stub is not swapped in yet would look
+    /// the same): at open before aging starts, and at DISABLE after
+    /// `stop_demotions`.
     pub(crate) fn reconcile_local_rows(&self) -> Result<u64, CacheError> {
         let Some(store) = self.flash_store() else { return Ok(0) };
         let mut live: HashSet<(TableId, ColdRef)> = HashSet::new();
@@ -102,9 +105,7 @@ impl Cache {
     /// the rows moved.
     pub(crate) fn age_local_rows(&self, idle_before: u32) -> Result<u64, CacheError> {
         let Some(budget) = self.local_rows().budget() else { return Ok(0) };
-        if !self.flash.accepts_local_rows() {
-            return Ok(0);
-        }
+        let Some(_pass) = self.flash.local_demotion_pass() else { return Ok(0) };
         self.attach_local_rows();
         let tables: Vec<TableId> = self.local_rows().attached.lock().iter().copied().collect();
         let tuning = self.tuning.get();
@@ -137,13 +138,16 @@ impl Cache {
         Ok(moved)
     }
 
-    /// DISABLE: every stub of a local table back to memory, so the store
-    /// can go (their images released once the WAL is durable).
+    /// DISABLE (demotions stopped): every stub of a local table back to
+    /// memory, so the store can go (their images released once the WAL is
+    /// durable); then what no stub names any more (a dropped table's
+    /// images) goes too, or DISABLE would count it as unsaved data.
     pub(crate) fn promote_local_rows(&self) -> Result<u64, CacheError> {
         let mut promoted = 0;
         for table in self.local_tables() {
             promoted += self.db.promote_cold(table)? as u64;
         }
+        self.reconcile_local_rows()?;
         Ok(promoted)
     }
 }
