@@ -822,9 +822,16 @@ impl Flash {
 
     /// At open, after a crash: a durable record whose instance memory holds
     /// is the older copy (a promotion whose removal did not finish) and
-    /// goes; records of groups that no longer exist go too.
-    pub fn reconcile(&self, db: &Database, groups: &[(Arc<GroupEntry>, InstanceLayout)]) -> Result<(), CacheError> {
-        let Some(store) = self.store() else { return Ok(()) };
+    /// goes; records of groups that no longer exist go too. Returns the keys
+    /// of local tables' rows it passed over (`Cache::reconcile_local_rows`
+    /// takes them from this one walk of the durable records).
+    pub fn reconcile(
+        &self,
+        db: &Database,
+        groups: &[(Arc<GroupEntry>, InstanceLayout)],
+    ) -> Result<Vec<Vec<u8>>, CacheError> {
+        let Some(store) = self.store() else { return Ok(Vec::new()) };
+        let mut local = Vec::new();
         let mut stale = Vec::new();
         let mut by_group: HashMap<u32, &InstanceLayout> = HashMap::new();
         for (_, layout) in groups {
@@ -840,6 +847,7 @@ impl Flash {
         for record in records {
             // Rows of local tables: `Cache::reconcile_local_rows`'s.
             if record.starts_with(&crate::local_rows::LOCAL_PREFIX) {
+                local.push(record);
                 continue;
             }
             let group = u32::from_le_bytes(record[..4].try_into().unwrap_or([0xff; 4]));
@@ -853,7 +861,7 @@ impl Flash {
         for record in stale {
             store.remove(&record).map_err(tier_error)?;
         }
-        Ok(())
+        Ok(local)
     }
 
     /// DROP CACHE GROUP: the group's durable records go with its tables.

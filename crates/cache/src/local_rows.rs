@@ -71,7 +71,6 @@ pub(crate) struct LocalCounters {
     pub(crate) demoted: AtomicU64,
     pub(crate) fetched: AtomicU64,
     pub(crate) released: AtomicU64,
-    pub(crate) orphans_removed: AtomicU64,
 }
 
 /// The cache's side of local tables on flash.

@@ -198,7 +198,10 @@ impl DbInner {
         let mut batches = self.cold_releases.lock();
         let cat = self.catalog.current();
         let mut taken = Vec::new();
-        for store in cat.live_stores() {
+        // Only tables with a store: the others' stubs (after a restart,
+        // before it is attached) wait for it anyway, and this runs every GC
+        // period, so the rest cost a flag test, not a lock.
+        for store in cat.live_stores().filter(|s| s.hooks.has_cold_rows()) {
             let releases = store.take_cold_releases();
             if !releases.is_empty() {
                 taken.push((Arc::clone(store), releases));
@@ -351,26 +354,8 @@ impl Database {
         from_shard: usize,
     ) -> Result<(usize, usize)> {
         let store = self.demotion_store(table)?;
-        let layout = store.layout();
-        let mut keys: Vec<Vec<u8>> = Vec::new();
-        let mut shard = from_shard % crate::primary::TABLE_SHARDS;
-        for _ in 0..crate::primary::TABLE_SHARDS {
-            store.primary.for_each_head_in(shard, |head| {
-                if keys.len() < limit && head.access() < idle_before && head.prev().is_none() {
-                    let row = head.row(layout);
-                    if !crate::row::RowLayout::is_stub(row) && !crate::version::is_deleted(head.word()) {
-                        let mut key = Vec::new();
-                        store.pk_of(row, &mut key);
-                        keys.push(key);
-                    }
-                }
-            });
-            shard = (shard + 1) % crate::primary::TABLE_SHARDS;
-            if keys.len() >= limit {
-                break;
-            }
-        }
-        Ok((self.demote_encoded(&store, &keys)?, shard))
+        let (keys, next) = store.idle_keys(idle_before, limit, from_shard);
+        Ok((self.demote_encoded(&store, &keys)?, next))
     }
 
     /// Brings every stub of `table` back to a whole row in memory (the

@@ -1193,6 +1193,32 @@ impl TableStore {
         Some(LatestVersion { head, word })
     }
 
+    /// Keys of up to `limit` rows that may become stubs (see `demotable`,
+    /// which decides) and whose stamp is below `idle_before`, shard by
+    /// shard from `from_shard`, at most one lap; and the shard to go on from.
+    pub(crate) fn idle_keys(&self, idle_before: u32, limit: usize, from_shard: usize) -> (Vec<Vec<u8>>, usize) {
+        let layout = self.layout();
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let mut shard = from_shard % primary::SHARD_COUNT;
+        for _ in 0..primary::SHARD_COUNT {
+            self.primary.for_each_head_in(shard, |head| {
+                if keys.len() < limit && head.access() < idle_before && head.prev().is_none() {
+                    let row = head.row(layout);
+                    if !RowLayout::is_stub(row) && !is_deleted(head.word()) {
+                        let mut key = Vec::new();
+                        self.pk_of(row, &mut key);
+                        keys.push(key);
+                    }
+                }
+            });
+            shard = (shard + 1) % primary::SHARD_COUNT;
+            if keys.len() >= limit {
+                break;
+            }
+        }
+        (keys, shard)
+    }
+
     /// Replaces `expected` (from `demotable`) by `stub` if it is still the
     /// row's only version, unchanged; false otherwise (the caller releases
     /// the stub's image). The stub keeps the version's word and stamp.

@@ -64,8 +64,9 @@ impl Cache {
     /// docs), and starts references above them. Only while no local row
     /// moves (a record stored whose stub is not swapped in yet would look
     /// the same): at open before aging starts, and at DISABLE after
-    /// `stop_demotions`.
-    pub(crate) fn reconcile_local_rows(&self) -> Result<u64, CacheError> {
+    /// `stop_demotions`. `records`: their keys, when a walk of the durable
+    /// records already found them (open's `reconcile_flash`); None: walk.
+    pub(crate) fn reconcile_local_rows(&self, records: Option<Vec<Vec<u8>>>) -> Result<u64, CacheError> {
         let Some(store) = self.flash_store() else { return Ok(0) };
         let mut live: HashSet<(TableId, ColdRef)> = HashSet::new();
         for table in self.local_tables() {
@@ -73,26 +74,35 @@ impl Cache {
                 live.insert((table, cold));
             });
         }
+        let records = match records {
+            Some(records) => records,
+            None => {
+                let mut records = Vec::new();
+                store
+                    .for_each_durable(|record, _| {
+                        records.push(record.to_vec());
+                        true
+                    })
+                    .map_err(crate::flash::tier_error)?;
+                records
+            }
+        };
         let mut orphans = Vec::new();
         let mut highest = 0;
-        store
-            .for_each_durable(|record, _| {
-                if let Some((table, cold, _)) = parse_record_key(record) {
-                    highest = highest.max(cold.0);
-                    if !live.contains(&(table, cold)) {
-                        orphans.push(record.to_vec());
-                    }
+        for record in records {
+            if let Some((table, cold, _)) = parse_record_key(&record) {
+                highest = highest.max(cold.0);
+                if !live.contains(&(table, cold)) {
+                    orphans.push(record);
                 }
-                true
-            })
-            .map_err(crate::flash::tier_error)?;
+            }
+        }
         for record in &orphans {
             store.remove_deferred(record).map_err(crate::flash::tier_error)?;
         }
         store.sync().map_err(crate::flash::tier_error)?;
         self.local_rows().next_ref.fetch_max(highest + 1, Ordering::Relaxed);
         let removed = orphans.len() as u64;
-        self.local_rows().counters.orphans_removed.fetch_add(removed, Ordering::Relaxed);
         if removed > 0 {
             tracing::info!("flash tier: {removed} row image(s) of local tables no row needs any more were removed");
         }
@@ -147,7 +157,7 @@ impl Cache {
         for table in self.local_tables() {
             promoted += self.db.promote_cold(table)? as u64;
         }
-        self.reconcile_local_rows()?;
+        self.reconcile_local_rows(None)?;
         Ok(promoted)
     }
 }

@@ -295,8 +295,8 @@ impl Cache {
         }
         // Before anything reads a local table's stubs.
         cache.attach_local_rows();
-        cache.reconcile_flash()?;
-        cache.reconcile_local_rows()?;
+        let local_records = cache.reconcile_flash()?;
+        cache.reconcile_local_rows(Some(local_records))?;
         cache.groups_changed()?;
         let ager = aging::spawn(Arc::<Cache>::downgrade(&cache), cache.ager_control.clone(), cache.tuning.clone())
             .map_err(|error| CacheError::InvalidSpec {

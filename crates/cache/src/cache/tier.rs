@@ -104,7 +104,9 @@ impl Cache {
 
     /// At open: durable records whose instance memory holds go (a crash
     /// came between a promotion's commit and the record's removal).
-    pub(super) fn reconcile_flash(&self) -> Result<(), CacheError> {
+    /// Returns the local tables' record keys it passed over (for
+    /// `reconcile_local_rows`).
+    pub(super) fn reconcile_flash(&self) -> Result<Vec<Vec<u8>>, CacheError> {
         let mut groups = Vec::new();
         for entry in self.group_entries() {
             let layout = crate::instance::InstanceLayout::resolve(&self.db.catalog(), &entry.group)?;
