@@ -1,7 +1,8 @@
 //! The DRAM index: key hash → location of the key's newest record, 8 bytes
 //! per slot, no key stored.
 //!
-//! A slot is `tag:22 | retention:2 | location:40` (location in 8-byte units
+//! A slot is `tag:22 | retention:2 | location:40` (retention 3: an Evictable
+//! record read since written, see `Slot`; location in 8-byte units
 //! of the file, so up to 8 TiB). Slot value 0 means empty: location 0 is the
 //! superblock, never a record. The hash picks a shard (a `RwLock` over an
 //! open-addressed table) and a tag; the tag also picks the home slot inside
@@ -41,8 +42,19 @@ const GROW_BUDGET_DIVISOR: u64 = 8;
 const GROW_STEP_DIVISOR: usize = 32;
 
 /// One index entry.
+///
+/// Retention code 3, which no record header carries, marks an Evictable
+/// record *read since it was written* (`referenced`): reclamation rewrites
+/// such a record at the head once instead of dropping it (FIFO with
+/// reinsertion, a second chance). Reads that answer in place (the cache's
+/// `answer`) never move a record, so without it a record read all the time
+/// was dropped as soon as its region was the oldest, and came back from
+/// PostgreSQL. The mark is a hint: checkpoints store the slot without it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Slot(pub u64);
+
+/// The retention code of an Evictable record read since it was written.
+const REFERENCED_CODE: u64 = 0b11;
 
 impl Slot {
     pub(crate) fn new(tag: u32, retention: Retention, loc: u64) -> Slot {
@@ -56,7 +68,26 @@ impl Slot {
     }
 
     pub(crate) fn retention(self) -> Retention {
-        retention_from_code(self.0 >> RET_SHIFT & 0b11).expect("slot retention code 3 is never written")
+        if self.referenced() {
+            return Retention::Evictable;
+        }
+        retention_from_code(self.0 >> RET_SHIFT & 0b11).expect("codes 0 to 2 are retentions, 3 a referenced Evictable")
+    }
+
+    /// An Evictable record read since it was written.
+    pub(crate) fn referenced(self) -> bool {
+        self.0 >> RET_SHIFT & 0b11 == REFERENCED_CODE
+    }
+
+    /// This Evictable slot marked read (see the type's comment).
+    pub(crate) fn with_referenced(self) -> Slot {
+        assert_eq!(self.retention(), Retention::Evictable, "only Evictable records carry the read mark");
+        Slot(self.0 | REFERENCED_CODE << RET_SHIFT)
+    }
+
+    /// The slot as a checkpoint stores it: without the read mark.
+    pub(crate) fn unmarked(self) -> Slot {
+        if self.referenced() { Slot(self.0 & !(REFERENCED_CODE << RET_SHIFT)) } else { self }
     }
 
     pub(crate) fn loc(self) -> u64 {
@@ -225,7 +256,7 @@ impl Shard {
 
     /// The raw table (checkpoints store it as is).
     pub(crate) fn raw(&self) -> impl Iterator<Item = u64> + '_ {
-        self.slots.iter().map(|s| s.0)
+        self.slots.iter().map(|s| s.unmarked().0)
     }
 
     /// Loads a raw table written by `raw` (a checkpoint of the same layout).

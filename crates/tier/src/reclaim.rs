@@ -34,6 +34,20 @@ pub(crate) enum Attempt<T> {
 /// the first attempt (`ensure_space` false).
 const SPACE_ATTEMPTS: usize = 1024;
 
+/// Of a region's bytes, the share (1 / this) that records read since they
+/// were written may take again at the head when it is reclaimed.
+const REINSERT_SHARE_DIVISOR: u64 = 4;
+
+/// What one reclamation does with the live records it meets.
+struct Fate<'a> {
+    /// The region leaves the store (a shrink), out of FIFO order.
+    retiring: bool,
+    /// ... and is among the newest, whose Evictable records a shrink keeps.
+    young: bool,
+    /// Bytes that Evictable records read since written may still take.
+    reinsert: &'a mut u64,
+}
+
 /// The reclaimer's state; its mutex serializes reclamations, shrinks and clears.
 #[derive(Default)]
 pub(crate) struct Reclaimer {
@@ -146,18 +160,24 @@ impl FlashStore {
         let bytes = &buf.as_slice()[..len];
         let header = RegionHeader::decode(bytes, self.geo.nonce, victim, self.geo.region_size);
         let mut must_sync = false;
+        // Records read since they were written get a second chance, up to
+        // a quarter of a region, so each reclamation still frees most of one
+        // (every record of a region may have been read) and new records keep
+        // most of the FIFO. A shrink retiring regions does not take the time.
+        let mut reinsert = if retiring { 0 } else { u64::from(self.geo.region_size) / REINSERT_SHARE_DIVISOR };
+        let mut fate = Fate { retiring, young, reinsert: &mut reinsert };
         if header == Some(RegionHeader { state: HeaderState::Used, seq }) {
             let iter =
                 RecordIter { bytes, at: crate::format::REGION_HEADER_BYTES as usize, seq, seed: self.geo.seed(seq) };
             for (at, meta) in iter {
                 let rec = &bytes[at..at + meta.stored_bytes()];
-                must_sync |= self.reclaim_record(victim, at as u32, rec, &meta, retiring, young)?;
+                must_sync |= self.reclaim_record(victim, at as u32, rec, &meta, &mut fate)?;
             }
         }
         if self.regions.read()[victim as usize].records() > 0 {
             // The walk stopped early (a corrupt record): the index still
             // knows where the later live records are.
-            must_sync |= self.salvage(victim, seq, bytes, retiring, young)?;
+            must_sync |= self.salvage(victim, seq, bytes, &mut fate)?;
         }
         if must_sync {
             // The copies must be durable before the originals can be overwritten.
@@ -174,9 +194,9 @@ impl FlashStore {
         at: u32,
         rec: &[u8],
         meta: &RecordMeta,
-        retiring: bool,
-        young: bool,
+        fate: &mut Fate<'_>,
     ) -> Result<bool, TierError> {
+        let Fate { retiring, young, .. } = *fate;
         let key = record_key(rec, meta);
         let (si, tag) = self.index.place(key_hash(key));
         let mut shard = self.index.shard(si).write();
@@ -201,8 +221,9 @@ impl FlashStore {
         let slot = shard.get(idx);
         let retention = slot.retention();
         let stored = meta.stored_bytes() as u64;
+        let second_chance = retention == Retention::Evictable && slot.referenced() && *fate.reinsert >= stored;
         let keep = match retention {
-            Retention::Evictable => young && self.free_below_limit(),
+            Retention::Evictable => second_chance || (young && self.free_below_limit()),
             Retention::Keep => self.keep_fits(),
             Retention::Durable => true,
         };
@@ -213,12 +234,17 @@ impl FlashStore {
             return Ok(false);
         }
         let app = self.append_for_reclaim(key, record_value(rec, meta), meta)?;
-        shard.replace(idx, slot.with_loc(app.loc), Aux::default());
+        // The copy starts unread: it must be read again to earn another chance.
+        shard.replace(idx, slot.unmarked().with_loc(app.loc), Aux::default());
         self.account_loc(loc, retention, stored, true);
         self.account_loc(app.loc, retention, u64::from(app.bytes), false);
         match retention {
             Retention::Durable => bump(&self.counters.compacted_durable, 1),
             Retention::Keep => bump(&self.counters.reinserted_keep, 1),
+            Retention::Evictable if second_chance => {
+                *fate.reinsert -= stored;
+                bump(&self.counters.reinserted_referenced, 1);
+            }
             Retention::Evictable => bump(&self.counters.kept_by_shrink, 1),
         }
         Ok(retention == Retention::Durable)
@@ -227,7 +253,7 @@ impl FlashStore {
     /// Moves or drops every live record of `victim` the sequential walk did
     /// not reach, found through the index; a record failing its check is
     /// dropped (counted) since it cannot be copied.
-    fn salvage(&self, victim: u32, seq: u64, bytes: &[u8], retiring: bool, young: bool) -> Result<bool, TierError> {
+    fn salvage(&self, victim: u32, seq: u64, bytes: &[u8], fate: &mut Fate<'_>) -> Result<bool, TierError> {
         let seed = self.geo.seed(seq);
         let mut must_sync = false;
         for si in 0..self.index.shard_count() {
@@ -239,7 +265,7 @@ impl FlashStore {
                 match check_record(rest, seq, seed, rest.len()) {
                     Ok(meta) if !meta.flags.tombstone => {
                         let rec = &rest[..meta.stored_bytes()];
-                        must_sync |= self.reclaim_record(victim, at as u32, rec, &meta, retiring, young)?;
+                        must_sync |= self.reclaim_record(victim, at as u32, rec, &meta, fate)?;
                     }
                     _ => {
                         let mut shard = self.index.shard(si).write();

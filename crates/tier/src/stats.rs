@@ -56,6 +56,9 @@ pub struct TierStats {
     pub regions_reclaimed: u64,
     pub dropped_by_reclaim: u64,
     pub reinserted_keep: u64,
+    /// Evictable records read since they were written that reclamation
+    /// rewrote at the head instead of dropping (a second chance).
+    pub reinserted_referenced: u64,
     /// Evictable records a shrink rewrote out of the regions it retired.
     pub kept_by_shrink: u64,
     pub compacted_durable: u64,
@@ -110,6 +113,7 @@ pub(crate) struct Counters {
     pub regions_reclaimed: AtomicU64,
     pub dropped_by_reclaim: AtomicU64,
     pub reinserted_keep: AtomicU64,
+    pub reinserted_referenced: AtomicU64,
     pub kept_by_shrink: AtomicU64,
     pub compacted_durable: AtomicU64,
     pub logical_bytes_written: AtomicU64,
@@ -168,6 +172,7 @@ impl Counters {
         s.regions_reclaimed = get(&self.regions_reclaimed);
         s.dropped_by_reclaim = get(&self.dropped_by_reclaim);
         s.reinserted_keep = get(&self.reinserted_keep);
+        s.reinserted_referenced = get(&self.reinserted_referenced);
         s.kept_by_shrink = get(&self.kept_by_shrink);
         s.compacted_durable = get(&self.compacted_durable);
         s.logical_bytes_written = get(&self.logical_bytes_written);

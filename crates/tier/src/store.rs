@@ -227,6 +227,9 @@ impl FlashStore {
             Some(f) => {
                 bump(&self.counters.hits, 1);
                 self.counters.read_latency(started.elapsed());
+                if f.slot.retention() == Retention::Evictable && !f.slot.referenced() {
+                    self.mark_referenced(si, f.slot);
+                }
                 Ok(Some((f.rec.value().to_vec(), f.slot.retention())))
             }
             None if !look.corrupt.is_empty() => Err(TierError::Corrupt(format!(
@@ -236,6 +239,20 @@ impl FlashStore {
             None => {
                 bump(&self.counters.misses, 1);
                 Ok(None)
+            }
+        }
+    }
+
+    /// Marks the Evictable record `slot` points to as read, if the index
+    /// still points there (a write or a reclamation since the lookup leaves
+    /// it alone: the record it would mark is no longer the key's newest).
+    fn mark_referenced(&self, si: usize, slot: Slot) {
+        let mut shard = self.index.shard(si).write();
+        if let Some(idx) = shard.find_loc(slot.tag(), slot.loc()) {
+            let now = shard.get(idx);
+            if now.retention() == Retention::Evictable && !now.referenced() {
+                let aux = shard.aux(idx);
+                shard.replace(idx, now.with_referenced(), aux);
             }
         }
     }

@@ -83,6 +83,64 @@ fn ring_wraps_fifo_drops_oldest_evictable() {
 }
 
 #[test]
+fn a_record_read_since_written_gets_one_second_chance() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, _) = open(&config(dir.path(), 8), b"t");
+    let insert = |i: u64| {
+        assert_eq!(store.insert(&key(i), &value(i, 0, 200), Retention::Evictable).expect("insert"), Inserted::Stored);
+    };
+    // Keys 0..100 lie in the first region; every tenth is read once.
+    (0..100).for_each(insert);
+    for i in (0..100).step_by(10) {
+        assert!(store.get(&key(i)).expect("get").is_some());
+    }
+    let mut next = 100;
+    while store.stats().regions_reclaimed == 0 {
+        insert(next);
+        next += 1;
+    }
+    // The first region is reclaimed: the read records were rewritten at the
+    // head, the others dropped (`contains` does not count as a read).
+    for i in 0..100 {
+        assert_eq!(store.contains(&key(i)), i % 10 == 0, "key {i}");
+    }
+    assert_eq!(store.stats().reinserted_referenced, 10);
+    for i in (0..100).step_by(10) {
+        assert_eq!(store.get(&key(i)).expect("get"), Some((value(i, 0, 200), Retention::Evictable)));
+    }
+    // Read again after the rewrite (just above) earns another chance; not
+    // read after that, a record goes with its region like any other.
+    let lap = next + 3 * 4000;
+    while next < lap {
+        insert(next);
+        next += 1;
+    }
+    let s = store.stats();
+    assert_eq!(s.reinserted_referenced, 20, "{s:?}");
+    assert!(s.regions_reclaimed > 16, "{s:?}");
+    for i in (0..100).step_by(10) {
+        assert!(!store.contains(&key(i)), "key {i} outlived two laps unread");
+    }
+}
+
+#[test]
+fn the_read_mark_stays_out_of_the_index_checkpoint() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = config(dir.path(), 8);
+    let (store, _) = open(&c, b"t");
+    for i in 0..50 {
+        store.insert(&key(i), &value(i, 0, 200), Retention::Evictable).expect("insert");
+        assert!(store.get(&key(i)).expect("get").is_some());
+    }
+    store.close(b"t").expect("close");
+    let (store, report) = open(&c, b"t");
+    assert_eq!((report.warm, report.records), (Warm::FromIndex, 50));
+    for i in 0..50 {
+        assert_eq!(store.get(&key(i)).expect("get"), Some((value(i, 0, 200), Retention::Evictable)));
+    }
+}
+
+#[test]
 fn keep_and_durable_survive_churn() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (store, _) = open(&config(dir.path(), 16), b"t");
