@@ -40,6 +40,7 @@ use pgtier_bench::driver::{LiveCounters, LoadSpec, run_repetition};
 use pgtier_bench::targets::cached::{cache_call, drop_node_origins, load_when_ready, open_cache, tatp_group};
 use pgtier_bench::tatp::TatpWorkload;
 use pgtier_bench::tatp::random::SubscriberKeys;
+use pgtier_bench::warmup::{SteadyShare, share_of};
 use pgtier_cache::{Admission, Aging, CacheConfig, DirectIo, TierConfig, TierMode};
 use pgtier_engine::CommitMode;
 
@@ -279,24 +280,15 @@ fn measure(
         ramp_down: Duration::from_secs(1),
         seed,
     };
-    // Warm-up: the hot set settles (NURand keys) before the measure. A fixed
-    // time did not do: at the wire's rate 15 s left the flash side serving
-    // 0.24 misses per transaction to flash, 45 s 0.14. So windows run until the share
-    // of transactions flash serves is steady (within 5 % of the window
-    // before), at most `WARM_WINDOWS_MAX` (no-flash: the share PostgreSQL
-    // serves).
-    let mut warm_shares: Vec<f64> = Vec::new();
-    while warm_shares.len() < WARM_WINDOWS_MAX {
+    // Warm-up: windows until the share of transactions that miss memory is
+    // steady (`pgtier_bench::warmup`; no-flash: the share PostgreSQL serves).
+    let mut warm = SteadyShare::new(WARM_WINDOWS_MAX);
+    while !warm.done() {
         let before = misses_served(cache);
-        let window = spec(WARM_WINDOW_SECONDS, 100_000 + 100 * u64::from(repetition) + warm_shares.len() as u64);
+        let window = spec(WARM_WINDOW_SECONDS, 100_000 + 100 * u64::from(repetition) + warm.shares().len() as u64);
         let tally = run_repetition(target, workload, &window, &live, &mut |_, _| {})?;
         let txns = tally.attempts_per_s() * (window.ramp_up + window.measure + window.ramp_down).as_secs_f64();
-        let share = (misses_served(cache) - before) as f64 / txns.max(1.0);
-        let steady = warm_shares.last().is_some_and(|last| (share - last).abs() <= (0.05 * last).max(0.005));
-        warm_shares.push(share);
-        if steady {
-            break;
-        }
+        warm.push(share_of(misses_served(cache) - before, txns));
     }
     // Write-through starts the measure caught up, and the time it takes to
     // catch up after it is part of the rate: a side whose writes outrun
@@ -334,7 +326,7 @@ fn measure(
         latency.quantile_us(0.5),
         latency.quantile_us(0.99),
         latency.quantile_us(0.999),
-        warm_shares.iter().map(|share| (share * 1000.0).round() / 1000.0).collect::<Vec<_>>(),
+        warm.shares().iter().map(|share| (share * 1000.0).round() / 1000.0).collect::<Vec<_>>(),
         stats.memory_bytes >> 20,
         stats.instances,
         group_row.flash_hits,

@@ -50,6 +50,13 @@ pub struct DiskCounters {
     sectors_written: u64,
 }
 
+impl DiskCounters {
+    /// Read requests completed since boot.
+    pub fn reads(&self) -> u64 {
+        self.reads
+    }
+}
+
 /// One device's line of `/proc/diskstats`: major minor name reads merged
 /// sectors ms writes merged sectors ms ...
 fn parse_diskstats(text: &str, major: u32, minor: u32) -> Option<(String, DiskCounters)> {

@@ -27,3 +27,4 @@ pub mod targets;
 pub mod tatp;
 pub mod tpcc;
 pub mod tpch;
+pub mod warmup;

@@ -31,7 +31,8 @@ What it does, in order (about 15 minutes at the defaults on 2 cores):
   5. study 000 use case 2: all subscribers in DRAM against a fifth in DRAM with flash under it;
   6. study 002: write-back against clean flash under TATP's two updates by key;
   7. `pgtier bench io`'s device table (fio beside it when installed);
-after every pgtier run: write-through drained, VERIFY CACHE GROUP, and subscribers read back
+every measure follows a warm-up that runs until the share of transactions missing memory is
+steady; after every pgtier run: write-through drained, VERIFY CACHE GROUP, and subscribers read back
 through the cache compared row by row with PostgreSQL's. Exit status 1 when a check differs.
 
 Ctrl-C stops the current run, writes the partial report and stops PostgreSQL.
@@ -55,8 +56,8 @@ pub struct FlashArgs {
     /// Closed-loop sessions of every run
     #[arg(long, value_name = "N", default_value_t = 8)]
     threads: u32,
-    /// Unmeasured load before each measure window, seconds
-    #[arg(long, value_name = "S", default_value_t = 10.0)]
+    /// Warm-up window, seconds: before each measure, unmeasured windows run until the share of transactions missing memory moves less than 5 % between two (at most 12 windows; 0: no warm-up)
+    #[arg(long, value_name = "S", default_value_t = 5.0)]
     warm: f64,
     /// Measure window of each run, seconds
     #[arg(long, value_name = "S", default_value_t = 10.0)]

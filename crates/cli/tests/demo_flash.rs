@@ -65,6 +65,15 @@ fn demo_flash_runs_every_study_and_checks_every_answer() {
         assert!(side.txn_per_s > 0.0, "{}: no throughput", side.label);
         assert!(!side.txns.is_empty(), "{}: no transactions", side.label);
     }
+    // Every pgtier measure followed a warm-up of windows until both its
+    // shares (flash answers, loads from PostgreSQL per transaction) were
+    // steady, or the window limit.
+    for side in report.sides.iter().filter(|s| s.label != "curve" && s.label != "postgresql") {
+        let windows = &side.warm_up_windows;
+        assert!(!windows.is_empty() && windows.iter().all(|w| w.len() == 2), "{}: {windows:?}", side.label);
+        assert!(side.warm_up_steady || windows.len() == 12, "{}: stopped unsteady early {windows:?}", side.label);
+        assert!(windows.len() >= 2 || !side.warm_up_steady, "{}: steady after one window {windows:?}", side.label);
+    }
     for side in report.sides.iter().filter(|s| s.label != "postgresql") {
         let check = side.check.as_ref().unwrap_or_else(|| panic!("{}: not checked", side.label));
         assert!(check.clean, "{}: {check:?}", side.label);

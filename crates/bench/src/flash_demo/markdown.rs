@@ -565,6 +565,17 @@ fn machine(out: &mut String, r: &FlashReport, missing: &[String]) {
     for (name, value) in &r.settings {
         let _ = writeln!(out, "| {name} | {value} |");
     }
+    let warm_ups: Vec<String> = r.sides.iter().filter_map(warm_up_line).collect();
+    if !warm_ups.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nEach run's warm-up, per window the misses of memory per transaction (pgtier: answered from flash + \
+             loaded from PostgreSQL, each of which must be steady; PostgreSQL alone: reads from its device):\n"
+        );
+        for line in &warm_ups {
+            let _ = writeln!(out, "- {line}");
+        }
+    }
     let _ = writeln!(out, "\n| phase | seconds |\n|---|---:|");
     for (phase, seconds) in &r.phases {
         let _ = writeln!(out, "| {phase} | {seconds:.0} |");
@@ -572,6 +583,23 @@ fn machine(out: &mut String, r: &FlashReport, missing: &[String]) {
     for m in missing {
         let _ = writeln!(out, "\nChart not drawn: {m}");
     }
+}
+
+/// `label: 0.412 + 0.090 → 0.305 + 0.071 (steady)`, None for a run
+/// without warm-up.
+fn warm_up_line(s: &SideFigures) -> Option<String> {
+    if s.warm_up_windows.is_empty() {
+        return None;
+    }
+    let shares: Vec<String> = s.warm_up_windows.iter().map(|w| super::sides::shares_text(w)).collect();
+    let end = if s.warm_up_steady {
+        "steady"
+    } else if s.warm_up_windows.len() == 1 {
+        "one window"
+    } else {
+        "**still moving at the window limit**"
+    };
+    Some(format!("{}: {} ({end})", s.label, shares.join(" → ")))
 }
 
 fn gain_chart(r: &FlashReport, dir: &Path) -> Result<Vec<PathBuf>, ChartError> {

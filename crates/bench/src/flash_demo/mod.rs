@@ -67,7 +67,9 @@ pub struct FlashOptions {
     pub sizes: Vec<f64>,
     /// Closed-loop sessions of every run (study 003: 58 virtual users).
     pub threads: u32,
-    /// Unmeasured load before each measure window (the hot set settles).
+    /// One unmeasured warm-up window: before each measure such windows run
+    /// until the share of transactions missing memory is steady
+    /// (`crate::warmup`), at most `sides::WARM_WINDOWS_MAX` of them.
     pub warm: Duration,
     pub measure: Duration,
     /// Load before the tier is enabled, and after it, in the warm-up curve.
@@ -125,7 +127,8 @@ impl FlashOptions {
 
     /// Seconds each phase is expected to take, for the progress ETA.
     fn estimates(&self) -> Vec<(&'static str, f64)> {
-        let run = (self.warm + self.measure).as_secs_f64() + 4.0;
+        // Warm-ups ran three windows typically (two at the least).
+        let run = (3 * self.warm + self.measure).as_secs_f64() + 4.0;
         let load = 5.0 + self.subscribers as f64 / 15_000.0;
         let side = run + load + 8.0;
         vec![
@@ -360,6 +363,13 @@ pub struct SideFigures {
     /// from the kit's sampler).
     pub postgres_wal_mb_s: Option<f64>,
     pub check: Option<CheckFigures>,
+    /// Each warm-up window's misses of memory per transaction (pgtier:
+    /// answered from flash, loaded from PostgreSQL; PostgreSQL alone: reads
+    /// from its device), and whether the last window was steady in each.
+    #[serde(default)]
+    pub warm_up_windows: Vec<Vec<f64>>,
+    #[serde(default)]
+    pub warm_up_steady: bool,
 }
 
 /// One second of the warm-up curve.
@@ -591,22 +601,32 @@ impl Demo<'_, '_> {
     }
 
     /// Under the sizing limit, the baseline's load runs for the warm-up
-    /// time; what PostgreSQL then holds beyond page cache and its buffer
-    /// pool is its processes' own memory. The limit becomes the DRAM budget
-    /// plus that plus [`BASELINE_SLACK`], so what PostgreSQL alone can cache
-    /// (buffer pool and page cache) is about pgtier's DRAM budget.
+    /// time; what PostgreSQL holds beyond page cache and its buffer pool
+    /// while the sessions are open is its processes' own memory (sampled
+    /// through the load, the most seen: read after the load, with the
+    /// backends gone, it missed their memory, and a 60 s baseline was then
+    /// killed at the limit). The limit becomes the DRAM budget plus that
+    /// plus [`BASELINE_SLACK`], so what PostgreSQL alone can cache (buffer
+    /// pool and page cache) is about pgtier's DRAM budget.
     fn tighten(&mut self, pg: &PgTarget) -> Result<(), FlashError> {
         if self.control.limiter.is_none() || self.report.memory_limit.limit_bytes.is_none() {
             return Ok(());
         }
         self.monitor.detail("measuring PostgreSQL's own memory under load".into());
         let warm = self.o.warm.max(Duration::from_secs(3));
-        sides::load_for(self, pg, warm)?;
-        let Some(limiter) = self.control.limiter.as_deref_mut() else { return Ok(()) };
-        let read = limiter.read();
         let budget = self.report.data.as_ref().map_or(0, |d| d.dram_budget_bytes);
-        let (Some(usage), Some(cache)) = (read.usage_bytes, read.page_cache_bytes) else { return Ok(()) };
-        let process = usage.saturating_sub(cache).saturating_sub(shared_buffers_bytes(budget));
+        let mut process: Option<u64> = None;
+        let limiter = self.control.limiter.as_deref();
+        let mut sample = || {
+            let read = limiter.map(|l| l.read()).unwrap_or_default();
+            if let (Some(usage), Some(cache)) = (read.usage_bytes, read.page_cache_bytes) {
+                let own = usage.saturating_sub(cache).saturating_sub(shared_buffers_bytes(budget));
+                process = Some(process.map_or(own, |seen| seen.max(own)));
+            }
+        };
+        sides::load_for(self, pg, warm, &mut sample)?;
+        let Some(process) = process else { return Ok(()) };
+        let Some(limiter) = self.control.limiter.as_deref_mut() else { return Ok(()) };
         let limit = (budget + process + BASELINE_SLACK).max(pgtier_backend::memory_limit::MEMORY_LIMIT_MIN);
         self.report.memory_limit.process_bytes = Some(process);
         match limiter.set_limit(limit) {
@@ -750,7 +770,16 @@ fn settings(o: &FlashOptions) -> Vec<(String, String)> {
             o.sizes.iter().map(|s| format!("{:.0} %", s * 100.0)).collect::<Vec<_>>().join(", "),
         ),
         ("sessions (closed loop)".into(), o.threads.to_string()),
-        ("warm-up / measure per run".into(), format!("{} / {}", secs(o.warm), secs(o.measure))),
+        (
+            "warm-up / measure per run".into(),
+            format!(
+                "windows of {} until the share of transactions missing memory moves less than {} % (at most {}) / {}",
+                secs(o.warm),
+                crate::warmup::RELATIVE_TOLERANCE * 100.0,
+                sides::WARM_WINDOWS_MAX,
+                secs(o.measure)
+            ),
+        ),
         ("warm-up curve".into(), format!("{} before ENABLE, {} after", secs(o.curve_lead), secs(o.curve_after))),
         ("use case 2's DRAM".into(), format!("{:.0} % of all instances", o.uc2_dram_share * 100.0)),
         (

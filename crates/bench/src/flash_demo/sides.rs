@@ -20,6 +20,7 @@ use crate::tatp::TatpMixWorkload;
 use crate::tatp::random::SubscriberKeys;
 use crate::tatp::schema::TABLES;
 use crate::tatp::transactions::Mix;
+use crate::warmup::{SteadyShare, share_of};
 
 /// The smallest flash tier the demo makes (four regions of 1 MB).
 const FLASH_BYTES_MIN: u64 = 4 << 20;
@@ -27,6 +28,8 @@ const FLASH_BYTES_MIN: u64 = 4 << 20;
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(180);
 /// Rounds of aging at most to bring a full load down to the budget.
 const AGING_ROUNDS_MAX: u32 = 2000;
+/// Warm-up windows at most before a measure (`--warm` seconds each).
+pub(super) const WARM_WINDOWS_MAX: usize = 12;
 
 /// How the clients reach pgtier.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,9 +139,15 @@ fn repetition(
     Ok(tally)
 }
 
-/// TATP's standard mix on `target` for `time`, unmeasured.
-pub(super) fn load_for(demo: &Demo<'_, '_>, target: &dyn Target, time: Duration) -> Result<(), FlashError> {
-    repetition(demo, target, Load::Standard, Duration::ZERO, time, demo.o.seed ^ 0x5349_5a45, &mut |_, _| {})?;
+/// TATP's standard mix on `target` for `time`, unmeasured; `tick` runs
+/// about every 200 ms while the sessions are open.
+pub(super) fn load_for(
+    demo: &Demo<'_, '_>,
+    target: &dyn Target,
+    time: Duration,
+    tick: &mut dyn FnMut(),
+) -> Result<(), FlashError> {
+    repetition(demo, target, Load::Standard, Duration::ZERO, time, demo.o.seed ^ 0x5349_5a45, &mut |_, _| tick())?;
     Ok(())
 }
 
@@ -163,15 +172,50 @@ pub(super) fn measure(
             *last = (elapsed, finished);
         }
     };
-    if !o.warm.is_zero() {
-        let mut last = (Duration::ZERO, 0);
-        repetition(demo, target, load, Duration::ZERO, o.warm, o.seed ^ 0x5741_524d, &mut |e, f| {
-            detail("warm-up", e, o.warm, f, &mut last);
-        })?;
-    }
     let device = device_of(&o.work_dir).ok();
-    let device_before = device.as_ref().and_then(|d| disk_counters(d).ok());
+    // Misses of memory so far, each kind a series of its own: pgtier's
+    // instances answered from flash and those loaded from PostgreSQL (the
+    // first settles as DRAM warms, the second, slower, as flash does), or
+    // PostgreSQL alone's reads from its device.
+    let misses = || -> Option<Vec<u64>> {
+        match cache {
+            Some(cache) => {
+                let (_, group) = group_tier(cache);
+                Some(vec![group.flash_hits, group.backend_loads])
+            }
+            None => device.as_ref().and_then(|d| disk_counters(d).ok()).map(|c| vec![c.reads()]),
+        }
+    };
+    let mut warm: Vec<SteadyShare> = Vec::new();
+    let mut windows: Vec<Vec<f64>> = Vec::new();
+    while !o.warm.is_zero() && (windows.is_empty() || !warm.iter().all(SteadyShare::done)) {
+        let label = match windows.last() {
+            Some(shares) => {
+                format!("warm-up window {} (misses/txn before: {})", windows.len() + 1, shares_text(shares))
+            }
+            None => "warm-up window 1".to_owned(),
+        };
+        let before = misses();
+        let mut last = (Duration::ZERO, 0);
+        let seed = o.seed ^ 0x5741_524d ^ (windows.len() as u64) << 32;
+        let tally = repetition(demo, target, load, Duration::ZERO, o.warm, seed, &mut |e, f| {
+            detail(&label, e, o.warm, f, &mut last);
+        })?;
+        let (Some(before), Some(after)) = (before, misses()) else {
+            // Nothing to tell steadiness by: one window, as a fixed warm-up.
+            break;
+        };
+        let transactions = tally.attempts_per_s() * o.warm.as_secs_f64();
+        let shares: Vec<f64> =
+            before.iter().zip(&after).map(|(b, a)| share_of(a.saturating_sub(*b), transactions)).collect();
+        warm.resize_with(shares.len(), || SteadyShare::new(WARM_WINDOWS_MAX));
+        for (series, share) in warm.iter_mut().zip(&shares) {
+            series.push(*share);
+        }
+        windows.push(shares);
+    }
     let tier_before = cache.map(group_tier);
+    let device_before = device.as_ref().and_then(|d| disk_counters(d).ok());
     let began = Instant::now();
     let ramp_up = Duration::from_secs(1);
     let mut last = (Duration::ZERO, 0);
@@ -180,6 +224,8 @@ pub(super) fn measure(
     })?;
     let elapsed = began.elapsed();
     let mut side = figures(&tally, &crate::tatp::transactions::TxnType::NAMES);
+    side.warm_up_windows = windows;
+    side.warm_up_steady = !warm.is_empty() && warm.iter().all(SteadyShare::steady);
     if let (Some(device), Some(before)) = (&device, device_before)
         && let Ok(after) = disk_counters(device)
     {
@@ -199,6 +245,11 @@ pub(super) fn measure(
         side.write_amplification = store.write_amplification;
     }
     Ok(side)
+}
+
+/// `0.412` or `0.305 + 0.071`: one warm-up window's shares.
+pub(super) fn shares_text(shares: &[f64]) -> String {
+    shares.iter().map(|share| format!("{share:.3}")).collect::<Vec<_>>().join(" + ")
 }
 
 /// Throughput and latency of a measure window, overall and per transaction.
