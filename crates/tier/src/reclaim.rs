@@ -39,13 +39,13 @@ const SPACE_ATTEMPTS: usize = 1024;
 const REINSERT_SHARE_DIVISOR: u64 = 4;
 
 /// What one reclamation does with the live records it meets.
-struct Fate<'a> {
+struct Fate {
     /// The region leaves the store (a shrink), out of FIFO order.
     retiring: bool,
     /// ... and is among the newest, whose Evictable records a shrink keeps.
     young: bool,
     /// Bytes that Evictable records read since written may still take.
-    reinsert: &'a mut u64,
+    reinsert: u64,
 }
 
 /// The reclaimer's state; its mutex serializes reclamations, shrinks and clears.
@@ -164,8 +164,8 @@ impl FlashStore {
         // a quarter of a region, so each reclamation still frees most of one
         // (every record of a region may have been read) and new records keep
         // most of the FIFO. A shrink retiring regions does not take the time.
-        let mut reinsert = if retiring { 0 } else { u64::from(self.geo.region_size) / REINSERT_SHARE_DIVISOR };
-        let mut fate = Fate { retiring, young, reinsert: &mut reinsert };
+        let reinsert = if retiring { 0 } else { u64::from(self.geo.region_size) / REINSERT_SHARE_DIVISOR };
+        let mut fate = Fate { retiring, young, reinsert };
         if header == Some(RegionHeader { state: HeaderState::Used, seq }) {
             let iter =
                 RecordIter { bytes, at: crate::format::REGION_HEADER_BYTES as usize, seq, seed: self.geo.seed(seq) };
@@ -194,7 +194,7 @@ impl FlashStore {
         at: u32,
         rec: &[u8],
         meta: &RecordMeta,
-        fate: &mut Fate<'_>,
+        fate: &mut Fate,
     ) -> Result<bool, TierError> {
         let Fate { retiring, young, .. } = *fate;
         let key = record_key(rec, meta);
@@ -221,7 +221,7 @@ impl FlashStore {
         let slot = shard.get(idx);
         let retention = slot.retention();
         let stored = meta.stored_bytes() as u64;
-        let second_chance = retention == Retention::Evictable && slot.referenced() && *fate.reinsert >= stored;
+        let second_chance = retention == Retention::Evictable && slot.referenced() && fate.reinsert >= stored;
         let keep = match retention {
             Retention::Evictable => second_chance || (young && self.free_below_limit()),
             Retention::Keep => self.keep_fits(),
@@ -242,7 +242,7 @@ impl FlashStore {
             Retention::Durable => bump(&self.counters.compacted_durable, 1),
             Retention::Keep => bump(&self.counters.reinserted_keep, 1),
             Retention::Evictable if second_chance => {
-                *fate.reinsert -= stored;
+                fate.reinsert -= stored;
                 bump(&self.counters.reinserted_referenced, 1);
             }
             Retention::Evictable => bump(&self.counters.kept_by_shrink, 1),
@@ -253,7 +253,7 @@ impl FlashStore {
     /// Moves or drops every live record of `victim` the sequential walk did
     /// not reach, found through the index; a record failing its check is
     /// dropped (counted) since it cannot be copied.
-    fn salvage(&self, victim: u32, seq: u64, bytes: &[u8], fate: &mut Fate<'_>) -> Result<bool, TierError> {
+    fn salvage(&self, victim: u32, seq: u64, bytes: &[u8], fate: &mut Fate) -> Result<bool, TierError> {
         let seed = self.geo.seed(seq);
         let mut must_sync = false;
         for si in 0..self.index.shard_count() {

@@ -592,13 +592,7 @@ fn warm_up_line(s: &SideFigures) -> Option<String> {
         return None;
     }
     let shares: Vec<String> = s.warm_up_windows.iter().map(|w| super::sides::shares_text(w)).collect();
-    let end = if s.warm_up_steady {
-        "steady"
-    } else if s.warm_up_windows.len() == 1 {
-        "one window"
-    } else {
-        "**still moving at the window limit**"
-    };
+    let end = if s.warm_up_steady { "steady" } else { "**still moving at the window limit**" };
     Some(format!("{}: {} ({end})", s.label, shares.join(" → ")))
 }
 
