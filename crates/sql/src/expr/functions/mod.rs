@@ -26,6 +26,7 @@ use super::{Env, Expr, SubqueryRunner};
 use crate::error::Result;
 
 pub use array::ArrayFunc;
+pub(crate) use system::needs_catalog;
 
 /// An array function on constant arguments (the binder folds with it).
 pub fn eval_array(f: ArrayFunc, vals: Vec<pgtier_engine::Value>) -> crate::error::Result<pgtier_engine::Value> {

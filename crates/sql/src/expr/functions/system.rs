@@ -168,7 +168,7 @@ pub fn eval(f: SysFunc, args: &[Expr], env: &Env<'_>, sq: &mut dyn SubqueryRunne
 
 /// Whether `f` reads the catalog snapshot or the session's settings
 /// (evaluated with [`SubqueryRunner::system`]); the others are pure.
-fn needs_catalog(f: SysFunc) -> bool {
+pub(crate) fn needs_catalog(f: SysFunc) -> bool {
     match f {
         SysFunc::CurrentSetting
         | SysFunc::SetConfig
