@@ -37,7 +37,9 @@ type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 use std::time::Duration;
 
 use pgtier_bench::driver::{LiveCounters, LoadSpec, run_repetition};
-use pgtier_bench::targets::cached::{cache_call, drop_node_origins, load_when_ready, open_cache, tatp_group};
+use pgtier_bench::targets::cached::{
+    cache_call, caught_up_rate, drop_node_origins, load_when_ready, open_cache, tatp_group, write_through_drained,
+};
 use pgtier_bench::tatp::TatpWorkload;
 use pgtier_bench::tatp::random::SubscriberKeys;
 use pgtier_bench::warmup::{SteadyShare, share_of};
@@ -314,9 +316,7 @@ fn measure(
     let store = &tier[0];
     let stats = &cache.stats()[0];
     let errors: u64 = tally.txns.iter().map(|t| t.acceptable_errors).sum();
-    // The measure's transactions over the measure plus the drain after it.
-    let measured = tally.attempts_per_s() * args.seconds as f64;
-    let sustained = measured / (args.seconds as f64 + drain.as_secs_f64());
+    let sustained = caught_up_rate(tally.attempts_per_s(), Duration::from_secs(args.seconds), drain);
     println!(
         "rep {repetition} {}{side:>8}: {:>9.0} txn/s ({sustained:.0} with write-through caught up: {} MB behind at the end, {:.1} s to drain)  p50 {:>7.1} µs  p99 {:>8.1} µs  p99.9 {:>8.1} µs  acceptable errors {errors} | flash per txn {flash_per_txn:.3} (promotions {promoted_per_txn:.3}; warm-up windows {:?}) | memory {} MB, {} instances | flash hits {} (promotions {}) backend loads {} demotions {} (dirty {}) records {:?} (durable {:?}) index {:?} B read p50 {:?} µs p99 {:?} µs wamp {:?} | rows hot {} warm {} cold {}",
         if args.wire { "wire " } else { "direct " },
@@ -366,9 +366,6 @@ fn misses_served(cache: &pgtier_cache::Cache) -> u64 {
 /// everything committed so far; how long that took, or an error when it
 /// did not catch up (then no sustained figure exists to print).
 fn awt_drained(cache: &pgtier_cache::Cache) -> Result<Duration> {
-    let started = std::time::Instant::now();
-    if !cache.wait_propagated(Duration::from_secs(120)) {
-        return Err("write-through did not catch up within 120 s".into());
-    }
-    Ok(started.elapsed())
+    write_through_drained(cache, Duration::from_secs(120), &|| false)
+        .ok_or_else(|| "write-through did not catch up within 120 s".into())
 }

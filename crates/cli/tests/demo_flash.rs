@@ -73,7 +73,16 @@ fn demo_flash_runs_every_study_and_checks_every_answer() {
         assert!(!windows.is_empty() && windows.iter().all(|w| w.len() == 2), "{}: {windows:?}", side.label);
         assert!(side.warm_up_steady || windows.len() == 12, "{}: stopped unsteady early {windows:?}", side.label);
         assert!(windows.len() >= 2 || !side.warm_up_steady, "{}: steady after one window {windows:?}", side.label);
+        // The rate the gains compare: write-through caught up after the
+        // window (no faster than the window's), memory then measured.
+        let (Some(caught_up), Some(drain)) = (side.caught_up_txn_per_s, side.drain_s) else {
+            panic!("{}: no rate with write-through caught up", side.label);
+        };
+        assert!(caught_up > 0.0 && caught_up <= side.txn_per_s + 1e-6 && drain >= 0.0, "{side:?}");
+        assert!(side.end_memory_bytes.is_some() && side.end_backlog_bytes.is_some(), "{}", side.label);
     }
+    let baseline = report.side("postgresql").unwrap();
+    assert!(baseline.caught_up_txn_per_s.is_none(), "PostgreSQL alone has nothing to catch up");
     for side in report.sides.iter().filter(|s| s.label != "postgresql") {
         let check = side.check.as_ref().unwrap_or_else(|| panic!("{}: not checked", side.label));
         assert!(check.clean, "{}: {check:?}", side.label);

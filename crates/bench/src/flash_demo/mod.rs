@@ -370,6 +370,29 @@ pub struct SideFigures {
     pub warm_up_windows: Vec<Vec<f64>>,
     #[serde(default)]
     pub warm_up_steady: bool,
+    /// pgtier: the window's rate with write-through caught up
+    /// (`targets::cached::caught_up_rate`; the drain after the window, in
+    /// seconds), what the gains compare; None for PostgreSQL alone, or
+    /// `Some(0.0)` when write-through did not catch up within the bound.
+    #[serde(default)]
+    pub caught_up_txn_per_s: Option<f64>,
+    #[serde(default)]
+    pub drain_s: Option<f64>,
+    /// The group's memory at the end of the window (against
+    /// `dram_budget_bytes`: instances with changes PostgreSQL does not have
+    /// yet are never evicted) and the write-through backlog then.
+    #[serde(default)]
+    pub end_memory_bytes: Option<u64>,
+    #[serde(default)]
+    pub end_backlog_bytes: Option<u64>,
+}
+
+impl SideFigures {
+    /// The rate the report compares: pgtier's with write-through caught
+    /// up, PostgreSQL alone's as measured.
+    pub fn sustained(&self) -> f64 {
+        self.caught_up_txn_per_s.unwrap_or(self.txn_per_s)
+    }
 }
 
 /// One second of the warm-up curve.

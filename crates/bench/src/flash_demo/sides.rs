@@ -13,7 +13,9 @@ use crate::demo::Sampled;
 use crate::device::{DiskFigures, device_of, disk_counters};
 use crate::driver::{LiveCounters, LoadSpec, RepetitionTally, run_repetition};
 use crate::target::{DbError, Target};
-use crate::targets::cached::{cache_call, drop_node_origins, load_when_ready, tatp_group};
+use crate::targets::cached::{
+    cache_call, caught_up_rate, drop_node_origins, load_when_ready, tatp_group, write_through_drained,
+};
 use crate::targets::embedded::EmbeddedTarget;
 use crate::targets::postgres::{PgTarget, db_error};
 use crate::tatp::TatpMixWorkload;
@@ -214,6 +216,12 @@ pub(super) fn measure(
         }
         windows.push(shares);
     }
+    // The measure starts with write-through caught up (the warm-up's
+    // backlog is not its own).
+    if let Some(cache) = cache {
+        demo.monitor.detail("write-through catching up before the measure".into());
+        drain(demo, cache);
+    }
     let tier_before = cache.map(group_tier);
     let device_before = device.as_ref().and_then(|d| disk_counters(d).ok());
     let began = Instant::now();
@@ -233,6 +241,14 @@ pub(super) fn measure(
         side.device_name = Some(device.name.clone());
     }
     side.postgres_wal_mb_s = tally.backend.as_ref().map(|b| b.wal_bytes_per_s / 1e6);
+    if let Some(cache) = cache {
+        side.end_memory_bytes = Some(group_memory(cache));
+        side.end_backlog_bytes = Some(cache.awt_backlog_bytes());
+        demo.monitor.detail("write-through catching up after the measure".into());
+        let drained = drain(demo, cache);
+        side.drain_s = drained.map(|d| d.as_secs_f64());
+        side.caught_up_txn_per_s = Some(drained.map_or(0.0, |d| caught_up_rate(side.txn_per_s, o.measure, d)));
+    }
     if let (Some(cache), Some((_, before))) = (cache, tier_before) {
         let (store, after) = group_tier(cache);
         side.memory_instances = Some(after.memory_instances);
@@ -533,20 +549,17 @@ pub(super) fn curve(demo: &mut Demo<'_, '_>, spec: &ServerSpec) -> Result<(), Fl
     finished
 }
 
+/// Write-through caught up (at most [`DRAIN_TIMEOUT`], Ctrl-C stops the wait).
+fn drain(demo: &Demo<'_, '_>, cache: &Cache) -> Option<Duration> {
+    write_through_drained(cache, DRAIN_TIMEOUT, &|| demo.control.interrupt.load(Ordering::Relaxed))
+}
+
 /// Write-through drained, VERIFY of what memory holds, and a read check of
 /// subscribers drawn as the clients draw them through the server (flash
 /// answers included), row by row against PostgreSQL.
 fn check(demo: &Demo<'_, '_>, server: &dyn FlashServer, cache: &Cache) -> Result<CheckFigures, FlashError> {
     demo.monitor.detail("waiting for write-through to drain".into());
-    let deadline = Instant::now() + DRAIN_TIMEOUT;
-    let drained = loop {
-        if cache.wait_propagated(Duration::from_secs(1)) {
-            break true;
-        }
-        if demo.control.interrupt.load(Ordering::Relaxed) || Instant::now() >= deadline {
-            break false;
-        }
-    };
+    let drained = drain(demo, cache).is_some();
     demo.interrupted()?;
     demo.monitor.detail(format!("VERIFY CACHE GROUP {GROUP}"));
     let cancel = Cancel::new();

@@ -82,6 +82,37 @@ pub fn load_when_ready(cache: &Cache, group: &str, options: &pgtier_cache::LoadO
     Ok(())
 }
 
+/// How long write-through took to send PostgreSQL everything committed so
+/// far; None when it did not within `timeout`, or `stop` said so first
+/// (asked every second: Ctrl-C).
+pub fn write_through_drained(
+    cache: &Cache,
+    timeout: std::time::Duration,
+    stop: &dyn Fn() -> bool,
+) -> Option<std::time::Duration> {
+    let started = std::time::Instant::now();
+    loop {
+        if cache.wait_propagated(std::time::Duration::from_secs(1)) {
+            return Some(started.elapsed());
+        }
+        if stop() || started.elapsed() >= timeout {
+            return None;
+        }
+    }
+}
+
+/// A side's rate with write-through caught up: the measure's transactions
+/// (`rate` over `window`) over the window plus the `drain` after it. A side
+/// whose writes outrun what PostgreSQL applies grows a backlog it cannot
+/// keep growing (its instances with changes PostgreSQL does not have stay
+/// in memory past the budget): it sustains at most this. The drain runs
+/// with the clients stopped, so faster than under load: still an upper
+/// bound.
+pub fn caught_up_rate(rate: f64, window: std::time::Duration, drain: std::time::Duration) -> f64 {
+    let window = window.as_secs_f64();
+    rate * window / (window + drain.as_secs_f64()).max(f64::MIN_POSITIVE)
+}
+
 /// Drops the replication origins write-through made for `node`
 /// (PostgreSQL keeps at most `max_replication_slots` of them, and they stay
 /// when a node is gone), waiting while its sessions still hold them.
