@@ -598,8 +598,7 @@ impl Exec<'_> {
 ///
 /// Only where the result is the same as filtering after: the first level
 /// read by a scan (its filters read its own columns and the statement's
-/// parameters),
-/// filters that need nothing of the executor
+/// parameters), filters that need nothing of the executor
 /// ([`Expr::runs_without_executor`]), no hash kept of the level's rows. A
 /// filter that fails with an error on a row does not raise it here: that
 /// row and every row after it are kept unfiltered ([`ReadFilter::checked`]),
@@ -608,8 +607,9 @@ impl Exec<'_> {
 struct ReadFilter<'p> {
     filters: &'p [Expr],
     env: &'p Env<'p>,
-    /// Columns the filters read, then the rest the statement reads.
+    /// Columns the filters read (decoded for every row).
     filter_columns: ColumnMask,
+    /// Columns the statement reads (decoded for a row that passes).
     mask: Option<&'p ColumnMask>,
     /// The row being read, decoded in place.
     row: Vec<Value>,
