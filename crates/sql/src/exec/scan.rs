@@ -322,7 +322,7 @@ impl Exec<'_> {
                 let mut walked = Ok(());
                 while at != CHAIN_END && walked.is_ok() && !self.join_stop {
                     let (cand, next) = table.row(at);
-                    walked = self.join_candidate(plan, l, cand, row, env, sink).map(|m| matched |= m);
+                    walked = self.join_candidate(plan, l, cand, false, row, env, sink).map(|m| matched |= m);
                     at = next;
                 }
                 walked
@@ -446,11 +446,7 @@ impl Exec<'_> {
     ) -> Result<bool> {
         let mut matched = false;
         for (i, cand) in cands.chunks(plan.levels[l].width()).enumerate() {
-            matched |= if i < checked {
-                self.join_checked(plan, l, cand, row, env, sink)?
-            } else {
-                self.join_candidate(plan, l, cand, row, env, sink)?
-            };
+            matched |= self.join_candidate(plan, l, cand, i < checked, row, env, sink)?;
             if self.join_stop {
                 break;
             }
@@ -475,7 +471,7 @@ impl Exec<'_> {
         let mut matched = false;
         while at != CHAIN_END && !self.join_stop {
             let (cand, next) = side.row(at);
-            if self.join_candidate(plan, l, cand, row, env, sink)? {
+            if self.join_candidate(plan, l, cand, false, row, env, sink)? {
                 matched = true;
                 if let Some(mark) = self.level_hashes.full_marks.last_mut().and_then(|m| m.get_mut(at as usize)) {
                     *mark = true;
@@ -546,11 +542,15 @@ impl Exec<'_> {
     /// One candidate of level `l` in the joined `row`: through the level's
     /// filters, then on to the next level. Says whether it matched the
     /// level's filters (a LEFT JOIN's miss is then not NULL-extended).
+    /// `checked`: it passed them as it was read ([`ReadFilter`]), and they
+    /// are not evaluated twice (a volatile one would answer differently).
+    #[allow(clippy::too_many_arguments)]
     fn join_candidate(
         &mut self,
         plan: &SelectPlan,
         l: usize,
         cand: &[Value],
+        checked: bool,
         row: &mut Vec<Value>,
         env: &Env<'_>,
         sink: &mut dyn FnMut(&mut Self, &[Value]) -> Result<()>,
@@ -558,30 +558,9 @@ impl Exec<'_> {
         let level = &plan.levels[l];
         self.interrupt.tick()?;
         row[level.offset..level.offset + cand.len()].clone_from_slice(cand);
-        if !self.passes(&level.filters, env, row)? {
+        if !checked && !self.passes(&level.filters, env, row)? {
             return Ok(false);
         }
-        if self.passes(&level.post_filters, env, row)? {
-            self.join(plan, l + 1, row, env, sink)?;
-        }
-        Ok(true)
-    }
-
-    /// [`Exec::join_candidate`] for a candidate that passed the level's
-    /// filters as it was read: they are not evaluated twice (a volatile
-    /// one would answer differently).
-    fn join_checked(
-        &mut self,
-        plan: &SelectPlan,
-        l: usize,
-        cand: &[Value],
-        row: &mut Vec<Value>,
-        env: &Env<'_>,
-        sink: &mut dyn FnMut(&mut Self, &[Value]) -> Result<()>,
-    ) -> Result<bool> {
-        let level = &plan.levels[l];
-        self.interrupt.tick()?;
-        row[level.offset..level.offset + cand.len()].clone_from_slice(cand);
         if self.passes(&level.post_filters, env, row)? {
             self.join(plan, l + 1, row, env, sink)?;
         }
@@ -613,7 +592,6 @@ struct ReadFilter<'p> {
     mask: Option<&'p ColumnMask>,
     /// The row being read, decoded in place.
     row: Vec<Value>,
-    width: usize,
     /// Candidates kept so far, and how many of them passed the filters
     /// (all of them until a filter fails with an error).
     kept: usize,
@@ -642,7 +620,6 @@ impl<'p> ReadFilter<'p> {
             filter_columns: ColumnMask::reading(width, &level.filters, &[]),
             mask: plan.level_masks.get(l),
             row: vec![Value::Null; width],
-            width,
             kept: 0,
             checked: None,
         })
@@ -684,7 +661,7 @@ impl<'p> ReadFilter<'p> {
             }
         }
         self.kept += 1;
-        debug_assert_eq!(out.len() % self.width, 0, "candidates are whole rows");
+        debug_assert_eq!(out.len() % self.row.len(), 0, "candidates are whole rows");
     }
 
     /// How many of the rows read so far (since the last call) passed the
