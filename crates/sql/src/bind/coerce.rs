@@ -14,14 +14,10 @@ impl Binder<'_> {
     /// would coerce implicitly (unknown literals, parameters, numeric widening).
     pub(super) fn coerce(&mut self, e: Expr, from: Ty, to: DataType, what: &str) -> Result<Expr> {
         // An operator's or function's argument type has no typmod: a
-        // literal compared with a timestamp(2) column keeps all its digits.
-        let to = match to {
-            DataType::Timestamp(_) if from.is_none() => DataType::Timestamp(None),
-            DataType::TimestampTz(_) if from.is_none() => DataType::TimestampTz(None),
-            DataType::Time(_) if from.is_none() => DataType::Time(None),
-            DataType::TimeTz(_) if from.is_none() => DataType::TimeTz(None),
-            other => other,
-        };
+        // literal or parameter compared with a timestamp(2) column keeps
+        // all its digits, one compared with a varchar(5) or numeric(5,2)
+        // column is neither cut nor rounded onto another row's value.
+        let to = if from.is_none() { without_typmod(to) } else { to };
         if crate::value::types::is_text_search(to) {
             return text_search_coerce(e, from, to);
         }
@@ -30,7 +26,18 @@ impl Binder<'_> {
                 self.params[*i] = Some(to);
                 Ok(e)
             }
-            (None, Expr::Const(Value::Text(s))) => Ok(Expr::Const(value::parse_input(s, to)?)),
+            // A bpchar literal without a typmod keeps its own length
+            // (trailing blanks aside, which its comparisons ignore).
+            (None, Expr::Const(Value::Text(s))) => {
+                let to = match to {
+                    DataType::Char(n) => {
+                        let length = s.trim_end_matches(' ').chars().count();
+                        DataType::Char(n.max(u32::try_from(length).unwrap_or(u32::MAX)))
+                    }
+                    other => other,
+                };
+                Ok(Expr::Const(value::parse_input(s, to)?))
+            }
             (None, Expr::Const(_)) => Ok(e),
             (None, _) => Ok(Expr::Cast(e.boxed(), to, false)),
             (Some(f), _) if f == to => Ok(e),
@@ -54,9 +61,14 @@ impl Binder<'_> {
     pub(super) fn assign(&mut self, e: Expr, from: Ty, to: DataType, column: &str) -> Result<Expr> {
         match from {
             None => match e {
+                // The parameter's own type has no typmod (PostgreSQL's
+                // input function sees -1); the assignment cast then checks
+                // it: too long a string fails with 22001 as PostgreSQL's
+                // does, not cut to fit (onto another row's key).
                 Expr::Param(i) => {
-                    self.params[i] = Some(to);
-                    Ok(Expr::Param(i))
+                    let declared = without_typmod(to);
+                    self.params[i] = Some(declared);
+                    Ok(if declared == to { Expr::Param(i) } else { Expr::Cast(Expr::Param(i).boxed(), to, false) })
                 }
                 Expr::Const(Value::Text(s)) => Ok(Expr::Const(value::parse_input(&s, to)?)),
                 Expr::Const(Value::Null) => Ok(Expr::Const(Value::Null)),
@@ -496,5 +508,22 @@ fn text_search_coerce(e: Expr, from: Ty, to: DataType) -> Result<Expr> {
         (None, Expr::Const(Value::Text(s))) => Ok(Expr::Const(Value::Text(TsQuery::parse(&s)?.to_text()))),
         (None, e @ Expr::Const(Value::Null)) => Ok(e),
         _ => Err(SqlError::unsupported(format!("converting this value to {}", type_name(to)))),
+    }
+}
+
+/// `ty` without its modifier, as PostgreSQL types an operator's or
+/// function's argument and a parameter: `varchar(n)` is `text` (the only
+/// varchar without a length pgtier has; they compare alike), `numeric(p,s)`
+/// unconstrained, a time type without precision. `char(n)` keeps n: its
+/// comparisons ignore trailing blanks, which `text` would not.
+pub(crate) fn without_typmod(ty: DataType) -> DataType {
+    match ty {
+        ty if crate::value::types::is_declared_varchar(ty) => DataType::Text,
+        DataType::Numeric { .. } => pgtier_engine::NUMERIC_UNCONSTRAINED,
+        DataType::Timestamp(_) => DataType::Timestamp(None),
+        DataType::TimestampTz(_) => DataType::TimestampTz(None),
+        DataType::Time(_) => DataType::Time(None),
+        DataType::TimeTz(_) => DataType::TimeTz(None),
+        other => other,
     }
 }

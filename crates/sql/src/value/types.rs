@@ -117,6 +117,12 @@ pub enum Elem {
 
 /// Above PostgreSQL's varchar limit (10485760), which `map_type` enforces.
 const ARRAY_TAG_BASE: u32 = 10_485_761;
+
+/// `varchar(n)` as declared, not one of the types tagged onto
+/// `Varchar` above the length limit (arrays, tsvector, ...).
+pub fn is_declared_varchar(ty: DataType) -> bool {
+    matches!(ty, DataType::Varchar(n) if n < ARRAY_TAG_BASE)
+}
 const ELEMS: [Elem; 11] = [
     Elem::Int2,
     Elem::Int4,
