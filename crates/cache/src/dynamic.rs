@@ -26,8 +26,10 @@
 //! - a key PostgreSQL does not have either answers "no row", as PostgreSQL
 //!   would; nothing is remembered, so a row inserted there later is found.
 //!
-//! Lookups that do not determine the root key (by a column that is not on
-//! the root key's path) answer from what is cached, as TimesTen does.
+//! A lookup by a unique key that does not carry the root key (TATP's
+//! `sub_nbr`) names at most one row: PostgreSQL says which root key that
+//! row has, and that instance is loaded as above. Other lookups that do not
+//! determine the root key answer from what is cached, as TimesTen does.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -35,7 +37,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
-use pgtier_engine::{CommitMode, Database, EngineError, MissAnswer, Origin, TableId, Transaction, Value};
+use pgtier_engine::{CommitMode, Database, EngineError, MissAnswer, Origin, TableId, Transaction, Value, coerce};
 use postgres::Client;
 use postgres::types::{FromSql, ToSql, Type};
 
@@ -64,6 +66,15 @@ pub(crate) trait DynamicHost: WriteThroughState {
         layout: &InstanceLayout,
         key: &[Value],
     ) -> Result<Ensured, CacheError>;
+    /// The root key of PostgreSQL's row for a unique lookup that missed
+    /// (`Dynamic::root_key_by_unique`).
+    fn root_key_by_unique(
+        &self,
+        entry: &GroupEntry,
+        layout: &InstanceLayout,
+        lookup: &UniqueLookup,
+        root_key_columns: &[usize],
+    ) -> Result<Option<Vec<Value>>, CacheError>;
     /// For a read that missed: the instance of root key `key` (normalized)
     /// as flash holds it, left there (`Flash::answer`), as the engine's
     /// answer with one cover per `(table, root key columns)` of `covers`.
@@ -257,6 +268,20 @@ impl Dynamic {
         flight.done.notify_all();
         self.flights.lock().remove(&flight_key);
         result.map(|loaded| Ensured { loaded, cached: false, pin })
+    }
+
+    /// The root key PostgreSQL's row for a unique `lookup` on the table
+    /// `lookup.table` (of the group laid out as `layout`) carries; None
+    /// when PostgreSQL has no such row.
+    pub fn root_key_by_unique(
+        &self,
+        group: &CacheGroup,
+        layout: &InstanceLayout,
+        lookup: &UniqueLookup,
+        root_key_columns: &[usize],
+    ) -> Result<Option<Vec<Value>>, CacheError> {
+        let Some(index) = layout.tables.iter().position(|table| table.id == lookup.table) else { return Ok(None) };
+        self.pool.with(|pooled| fetch_root_key(pooled, group, index, lookup, root_key_columns))
     }
 
     fn load_instance(
@@ -507,6 +532,51 @@ fn fetch_instance(
     Ok(out)
 }
 
+/// The root key of the row of group table `index` whose `lookup` columns
+/// equal its values, as PostgreSQL has it now (its own snapshot; None
+/// when it has no such row). `root_key_columns`: where that table carries
+/// the root key. The row's instance is then loaded like any other, and the
+/// lookup runs again on what was loaded; see `TableHook::on_miss` for why
+/// two snapshots answer as one would.
+fn fetch_root_key(
+    pooled: &mut Pooled,
+    group: &CacheGroup,
+    index: usize,
+    lookup: &UniqueLookup,
+    root_key_columns: &[usize],
+) -> Result<Option<Vec<Value>>, CacheError> {
+    let table = &group.tables[index];
+    let name = |column: usize| pgtier_backend::copy_out::quote_identifier(&table.source.columns[column].name);
+    let select: Vec<String> = root_key_columns.iter().map(|&column| name(column)).collect();
+    let bound: Vec<String> = lookup.columns.iter().map(|&column| name(column)).collect();
+    let casts: Vec<String> = lookup
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, &column)| format!("${}::text::{}", i + 1, table.source.columns[column].type_name))
+        .collect();
+    let sql = format!(
+        "SELECT {} FROM {}.{} WHERE ({}) = ({})",
+        select.join(", "),
+        pgtier_backend::copy_out::quote_identifier(&table.source.name.schema),
+        pgtier_backend::copy_out::quote_identifier(&table.source.name.table),
+        bound.join(", "),
+        casts.join(", ")
+    );
+    let texts: Vec<String> = lookup.values.iter().map(ToString::to_string).collect();
+    let params: Vec<&(dyn ToSql + Sync)> = texts.iter().map(|text| text as &(dyn ToSql + Sync)).collect();
+    let statement = pooled.statement(&sql).map_err(|e| backend_error("dynamic load", &e))?;
+    let rows = pooled.client.query(&statement, &params).map_err(|e| backend_error("dynamic load", &e))?;
+    let Some(row) = rows.first() else { return Ok(None) };
+    let fields: Vec<Option<&[u8]>> =
+        (0..row.len()).map(|i| row.try_get::<_, Raw<'_>>(i).map(|raw| raw.0).unwrap_or(None)).collect();
+    let (values, _) = decode_values(table, |column| {
+        root_key_columns.iter().position(|&c| c == column).and_then(|at| fields.get(at).copied().flatten())
+    })?;
+    let key: Vec<Value> = root_key_columns.iter().map(|&column| values[column].clone()).collect();
+    Ok((!key.iter().any(|value| matches!(value, Value::Null))).then_some(key))
+}
+
 /// The miss hook installed on each table of a dynamic group.
 pub(crate) struct TableHook {
     pub cache: std::sync::Weak<dyn DynamicHost>,
@@ -532,6 +602,49 @@ fn miss_root_key(db: &Database, root_key_columns: &[usize], miss: pgtier_engine:
     }
 }
 
+/// A lookup that names at most one row of its table without carrying the
+/// root key: every column of the primary key or of a UNIQUE index bound to
+/// a non-NULL value, each in its column's type exactly (`columns`: their
+/// positions, `values`: in those types). A row found so is in PostgreSQL's
+/// instance of whatever root key the row carries, so the cache asks
+/// PostgreSQL for that key (`Dynamic::root_key_by_unique`) rather than
+/// answer "no row" from what it holds.
+pub(crate) struct UniqueLookup {
+    pub table: TableId,
+    pub columns: Vec<usize>,
+    pub values: Vec<Value>,
+}
+
+pub(crate) fn unique_lookup(db: &Database, miss: pgtier_engine::Miss<'_>) -> Option<UniqueLookup> {
+    let catalog = db.catalog();
+    let table = catalog.table(miss.table())?;
+    let (columns, values, unique) = match miss {
+        pgtier_engine::Miss::Key { key, .. } => (table.primary_key.clone(), key, true),
+        pgtier_engine::Miss::Prefix { index, prefix, .. } => {
+            let index = catalog.index(index)?;
+            (index.columns.clone(), prefix, index.unique)
+        }
+    };
+    if !unique || values.len() != columns.len() {
+        return None;
+    }
+    // The key PostgreSQL is asked for must be the lookup's own: a value
+    // its column's type would change (rounded, out of range) names a row
+    // PostgreSQL would not have found, and equality with NULL finds none.
+    let values = columns
+        .iter()
+        .zip(values)
+        .map(|(&column, value)| {
+            if matches!(value, Value::Null) {
+                return None;
+            }
+            let typed = coerce(value.clone(), table.columns.get(column)?.ty, "key").ok()?;
+            (typed.to_string() == value.to_string()).then_some(typed)
+        })
+        .collect::<Option<Vec<Value>>>()?;
+    Some(UniqueLookup { table: table.id, columns, values })
+}
+
 impl pgtier_engine::MissHook for TableHook {
     fn on_miss(
         &self,
@@ -541,14 +654,40 @@ impl pgtier_engine::MissHook for TableHook {
     ) -> pgtier_engine::Result<pgtier_engine::MissResolution> {
         use pgtier_engine::MissResolution::NotFound;
         let Some(cache) = self.cache.upgrade() else { return Ok(NotFound) };
-        let Some(root_key) = miss_root_key(db, &self.root_key_columns, miss) else { return Ok(NotFound) };
         let to_engine = |error: CacheError| error.to_engine();
+        let carried = miss_root_key(db, &self.root_key_columns, miss);
+        // Neither the root key nor a unique key: what is cached answers.
+        let by_unique = if carried.is_some() {
+            None
+        } else {
+            let Some(lookup) = unique_lookup(db, miss) else { return Ok(NotFound) };
+            Some(lookup)
+        };
         let (entry, layout) = cache.miss_target(&self.group).map_err(to_engine)?;
+        // A unique key names the row of at most one instance, and
+        // PostgreSQL says which, in a snapshot of its own before the load
+        // takes another. Two snapshots answer here as one would: where the
+        // cache moved or deleted that row since (it is the writer of
+        // record), the instance PostgreSQL names is in memory or has
+        // changes pending, so nothing is loaded over it and the lookup, run
+        // again on memory, answers from the cache's state.
+        let root_key = match (carried, &by_unique) {
+            (Some(key), _) => key,
+            (None, Some(lookup)) => {
+                let found = cache.root_key_by_unique(&entry, &layout, lookup, &self.root_key_columns);
+                let Some(key) = found.map_err(to_engine)? else { return Ok(NotFound) };
+                key
+            }
+            (None, None) => return Ok(NotFound),
+        };
         // A key of another type than the root key's cannot name a cached instance.
         let Some(key) = layout.normalize_root_key(&root_key) else { return Ok(NotFound) };
         // A read is answered from flash where it can be: no promotion, so
-        // no eviction to make room for one.
+        // no eviction to make room for one. Not a lookup by a unique key:
+        // an answer covers rows by their root key, which that lookup does
+        // not bind, so the instance is brought into memory for it.
         if intent == pgtier_engine::MissIntent::Read
+            && by_unique.is_none()
             && let Some(answer) = cache.flash_answer(&entry, &layout, key.clone(), &self.covers).map_err(to_engine)?
         {
             return Ok(pgtier_engine::MissResolution::Answer(answer));
@@ -589,7 +728,8 @@ impl pgtier_engine::MissHook for TableHook {
 /// A DYNAMIC group's miss on a standby, whose cache stays closed until it
 /// is promoted (no loads: its log is the active's). A miss the active would
 /// answer by loading from PostgreSQL is refused rather than answered "no
-/// row", which could be wrong; one whose lookup carries no root key is
+/// row", which could be wrong (so is one by a unique key, which the active
+/// asks PostgreSQL about); any other lookup that carries no root key is
 /// answered from the rows present, as the active answers it.
 struct StandbyHook {
     group: String,
@@ -603,7 +743,7 @@ impl pgtier_engine::MissHook for StandbyHook {
         miss: pgtier_engine::Miss<'_>,
         _intent: pgtier_engine::MissIntent,
     ) -> pgtier_engine::Result<pgtier_engine::MissResolution> {
-        if miss_root_key(db, &self.root_key_columns, miss).is_none() {
+        if miss_root_key(db, &self.root_key_columns, miss).is_none() && unique_lookup(db, miss).is_none() {
             return Ok(pgtier_engine::MissResolution::NotFound);
         }
         Err(EngineError::hook(

@@ -224,8 +224,15 @@ fn three_nodes_over_one_postgres() {
         assert_eq!(code, "0A000", "{sql}: {message}");
         assert!(message.contains("partitioned over pgtier nodes"), "{sql}: {message}");
     }
-    let (code, _, _) =
+    // A unique key this node does not hold: PostgreSQL names its root key,
+    // which is another node's.
+    let (code, message, _) =
         refused(&mut clients[0], &format!("SELECT s_id FROM subscriber WHERE sub_nbr = '{:015}'", other));
+    assert_eq!(code, "0AP01", "a unique lookup of another node's row: {message}");
+    assert!(message.contains("\"n3\""), "{message}");
+    // One PostgreSQL does not have either may be a row another node has
+    // not written through yet: refused.
+    let (code, _, _) = refused(&mut clients[0], "SELECT s_id FROM subscriber WHERE sub_nbr = 'nowhere'");
     assert_eq!(code, "0A000", "a unique lookup that finds nothing here may be another node's");
 
     // A transaction that leaves its partition: refused at that statement, and rolled back.

@@ -592,3 +592,85 @@ fn a_readonly_group_with_a_where_follows_postgres() {
         0
     );
 }
+
+/// Waits until write-through has nothing left to send PostgreSQL.
+fn drained(tier: &mut postgres::Client) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while count(tier, "SELECT coalesce(sum(backlog_bytes), 0)::int8 FROM pgtier_cache_propagation") != 0 {
+        assert!(std::time::Instant::now() < deadline, "write-through did not drain");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A DYNAMIC group whose lookups by a UNIQUE key (TATP's sub_nbr, which
+/// does not carry the root key) miss: PostgreSQL names the instance, it is
+/// loaded whole, and reads and writes by that key answer as PostgreSQL
+/// does (TATP's UPDATE_LOCATION updated nothing on a subscriber not in
+/// memory before). Keys the cache changed or deleted and PostgreSQL does
+/// not know yet answer from the cache's state.
+#[test]
+fn a_dynamic_group_loads_what_a_unique_key_names() {
+    let (srv, mut pg, _url) = setup("unique", 300);
+    let mut tier = srv.client();
+    tier.batch_execute(
+        "CREATE DYNAMIC AWT CACHE GROUP tatp FROM subscriber, access_info, special_facility, call_forwarding",
+    )
+    .unwrap();
+    assert_eq!(count(&mut tier, "SELECT count(*) FROM subscriber"), 0);
+    let nbr = |s: i32| format!("{s:015}");
+
+    // Reads by sub_nbr, simple and extended protocol, present and absent.
+    for s in [5, 77, 150, 301, 0] {
+        let sql = format!("SELECT s_id, sub_nbr, vlr_location FROM subscriber WHERE sub_nbr = '{}'", nbr(s));
+        assert_eq!(text_rows(&mut tier, &sql), text_rows(&mut pg, &sql), "{sql}");
+    }
+    let by_nbr = "SELECT s_id FROM subscriber WHERE sub_nbr = $1";
+    for s in [12, 13, 299] {
+        let got: Vec<i32> = tier.query(by_nbr, &[&nbr(s)]).unwrap().iter().map(|r| r.get(0)).collect();
+        assert_eq!(got, [s], "s_id of sub_nbr {}", nbr(s));
+    }
+    // A value its column would not hold names no row, as in PostgreSQL.
+    assert!(tier.query(by_nbr, &[&"0000000000000012"]).unwrap().is_empty());
+    assert_eq!(count(&mut tier, "SELECT count(*) FROM subscriber"), 6);
+    assert_whole_instances(&mut tier, &mut pg);
+
+    // TATP's UPDATE_LOCATION on subscribers not in memory.
+    let update = "UPDATE subscriber SET vlr_location = $1 WHERE sub_nbr = $2";
+    for s in [40, 41, 250] {
+        assert_eq!(tier.execute(update, &[&(i64::from(s) * 1000), &nbr(s)]).unwrap(), 1, "UPDATE_LOCATION {s}");
+    }
+    assert_eq!(tier.execute(update, &[&7i64, &nbr(999)]).unwrap(), 0);
+
+    // The cache moves sub_nbr 60's number to subscriber 61 and deletes
+    // subscriber 62; until PostgreSQL has both, a lookup answers the cache's state.
+    tier.batch_execute(&format!(
+        "BEGIN;
+         UPDATE subscriber SET sub_nbr = 'moved' WHERE s_id = 60;
+         UPDATE subscriber SET sub_nbr = '{}' WHERE s_id = 61;
+         DELETE FROM call_forwarding WHERE s_id = 62;
+         DELETE FROM special_facility WHERE s_id = 62;
+         DELETE FROM access_info WHERE s_id = 62;
+         DELETE FROM subscriber WHERE s_id = 62;
+         COMMIT;",
+        nbr(60)
+    ))
+    .unwrap();
+    let ids = |tier: &mut postgres::Client, s: i32| -> Vec<i32> {
+        tier.query(by_nbr, &[&nbr(s)]).unwrap().iter().map(|r| r.get(0)).collect()
+    };
+    assert_eq!(ids(&mut tier, 60), [61]);
+    assert!(ids(&mut tier, 61).is_empty());
+    assert!(ids(&mut tier, 62).is_empty());
+    drained(&mut tier);
+    // Evicted, every instance comes back by its number as PostgreSQL has it.
+    tier.batch_execute("UNLOAD CACHE GROUP tatp").unwrap();
+    assert_eq!(ids(&mut tier, 60), [61]);
+    assert!(ids(&mut tier, 61).is_empty());
+    assert!(ids(&mut tier, 62).is_empty());
+    let updated = "SELECT s_id, vlr_location FROM subscriber WHERE s_id IN (40, 41, 250) ORDER BY s_id";
+    assert_eq!(
+        text_rows(&mut pg, updated),
+        [["40", "40000"], ["41", "41000"], ["250", "250000"]].map(|r| r.map(|v| Some(v.to_owned())).to_vec())
+    );
+    tier.batch_execute("VERIFY CACHE GROUP tatp").unwrap();
+}

@@ -13,7 +13,7 @@ use super::Cache;
 use crate::aging::{AgingHost, AgingReport};
 use crate::autorefresh::{AutorefreshHost, PredicateCompiler};
 use crate::awt::AwtHost;
-use crate::dynamic::{DynamicHost, Ensured};
+use crate::dynamic::{DynamicHost, Ensured, UniqueLookup};
 use crate::error::CacheError;
 use crate::fence::WriteThroughState;
 use crate::flash::{Flash, OnFlash};
@@ -208,6 +208,16 @@ impl DynamicHost for Cache {
         key: &[Value],
     ) -> Result<Ensured, CacheError> {
         Cache::ensure_pinned_in(self, entry, layout, key)
+    }
+
+    fn root_key_by_unique(
+        &self,
+        entry: &GroupEntry,
+        layout: &InstanceLayout,
+        lookup: &UniqueLookup,
+        root_key_columns: &[usize],
+    ) -> Result<Option<Vec<Value>>, CacheError> {
+        self.dynamic.root_key_by_unique(&entry.group, layout, lookup, root_key_columns)
     }
 
     fn flash_answer(
