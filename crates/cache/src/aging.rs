@@ -68,6 +68,13 @@ const ROUND_BYTES_MAX: u64 = 4 << 20;
 /// last round's deletes, so the next one measures what is left.
 const CATCH_UP_PAUSE: Duration = Duration::from_millis(50);
 
+/// Past this share of its budget (the group's own, or the global one),
+/// with instances write-through has not sent yet, a group's misses wait
+/// before loading (`GroupEntry::loads_held`). Above the high watermark so
+/// that aging alone keeps a group whose write-through keeps up from ever
+/// holding one.
+pub(crate) const HOLD_LOADS_ABOVE: f64 = 1.25;
+
 /// How long a round that evicted waits at most for garbage collection to
 /// free its deletes (`Database::collect_garbage_committed`).
 pub(crate) const GC_WAIT_MAX: Duration = Duration::from_millis(100);
@@ -168,6 +175,11 @@ pub(crate) trait AgingHost: Send + Sync {
     /// Whether instances of the group with changes PostgreSQL does not have
     /// yet may be evicted (to flash, durably: write-back mode).
     fn evicts_dirty(&self, entry: &GroupEntry) -> bool;
+    /// Whether some of the group's instances cannot be evicted for want of
+    /// write-through: changes PostgreSQL does not have yet, or (AWT) commits
+    /// write-through has not read yet, before which nothing of an AWT
+    /// group is evicted (`registry::remove_instances` waits for the marks).
+    fn write_through_behind(&self, entry: &GroupEntry) -> bool;
 }
 
 pub(crate) fn spawn(
@@ -233,6 +245,16 @@ pub(crate) fn age_round(
     }
     let memory: Vec<u64> =
         layouts.iter().map(|layout| layout.tables.iter().map(|t| db.table_memory(t.id)).sum()).collect();
+    let total = memory.iter().sum::<u64>().saturating_sub(uncollected);
+    // By the memory as the round finds it; a hold is lifted by a later
+    // round or by a waiting miss that measures memory back under (what
+    // this round evicts is soon promoted again by the misses it lets go).
+    for (entry, &used) in groups.iter().zip(&memory) {
+        let held = holds_loads(entry, used, total, limits.budget, cache.evicts_dirty(entry), || {
+            cache.write_through_behind(entry)
+        });
+        entry.loads_held.store(held, Ordering::Relaxed);
+    }
     // Bytes to free per group (its own budget), and overall (the global
     // one): down to the low watermark once past the high one, at most
     // `ROUND_BYTES_MAX` in a round. What is evicted and not yet collected
@@ -252,8 +274,7 @@ pub(crate) fn age_round(
         .zip(&memory)
         .map(|(entry, &used)| entry.def.memory_budget.map_or(0, |limit| excess(used, limit)))
         .collect();
-    let mut global_excess =
-        limits.budget.map_or(0, |limit| excess(memory.iter().sum::<u64>().saturating_sub(uncollected), limit));
+    let mut global_excess = limits.budget.map_or(0, |limit| excess(total, limit));
     report.more = more;
     if global_excess == 0 && group_excess.iter().all(|&e| e == 0) {
         return Ok(report);
@@ -301,6 +322,28 @@ pub(crate) fn age_round(
         }
     }
     Ok(report)
+}
+
+/// Whether the group's loads wait for write-through (`GroupEntry::loads_held`):
+/// its memory `used` or all groups' `total` past `HOLD_LOADS_ABOVE` of
+/// the group's budget or the global `budget`, while write-through is
+/// `behind` (`AgingHost::write_through_behind`). Only a group aging evicts
+/// from, whose dirty instances cannot go to flash instead (`evicts_dirty`:
+/// write-back).
+pub(crate) fn holds_loads(
+    entry: &GroupEntry,
+    used: u64,
+    total: u64,
+    budget: Option<u64>,
+    evicts_dirty: bool,
+    behind: impl FnOnce() -> bool,
+) -> bool {
+    let past = |used: u64, limit: Option<u64>| limit.is_some_and(|limit| used as f64 > HOLD_LOADS_ABOVE * limit as f64);
+    (past(used, entry.def.memory_budget) || past(total, budget))
+        && entry.def.aging == Aging::Lru
+        && !entry.def.keep
+        && !evicts_dirty
+        && behind()
 }
 
 /// The budgets a round works to.

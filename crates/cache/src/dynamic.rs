@@ -66,6 +66,9 @@ pub(crate) trait DynamicHost: WriteThroughState {
         layout: &InstanceLayout,
         key: &[Value],
     ) -> Result<Ensured, CacheError>;
+    /// Waits while write-through holds the group's loads back
+    /// (`Cache::hold_load`).
+    fn hold_load(&self, entry: &GroupEntry);
     /// The root key of PostgreSQL's row for a unique lookup that missed
     /// (`Dynamic::root_key_by_unique`).
     fn root_key_by_unique(
@@ -198,6 +201,10 @@ impl Dynamic {
         if entry.is_dirty(&key) && !cache.flash_holds_dirty(entry) {
             return Ok(Ensured { loaded: false, cached: false, pin });
         }
+        // A load, from flash or PostgreSQL, past the budget while
+        // write-through is behind: wait for it (a miss of a row an
+        // instance in memory lacks, above, loads nothing and never waits).
+        cache.hold_load(entry);
         let flight_key = format!("{}\u{0}{}", entry.def.name, key_text(&key));
         let (flight, leader) = {
             let mut flights = self.flights.lock();

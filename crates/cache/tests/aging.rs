@@ -287,3 +287,94 @@ fn an_instance_a_transaction_missed_on_stays_until_it_ends() {
     assert!(!cached(pinned_key), "still cached after its transaction ended, older than everything else");
     assert!(cache.stats()[0].memory_bytes <= per_instance * 100);
 }
+
+/// Write-through's backpressure: instances PostgreSQL does not have yet
+/// cannot be evicted, so with write-through stuck (a PostgreSQL session
+/// holds a row it must update) an AWT group's memory passes its budget;
+/// the next miss then waits instead of loading, until write-through has
+/// sent the changes and a round has evicted them.
+#[test]
+fn a_miss_waits_while_write_through_holds_memory_past_the_budget() {
+    loads_wait_for_write_through("cache_aging_backpressure", false);
+}
+
+/// The same with the group's own budget (`MEMORY`) instead of the cache's.
+#[test]
+fn a_miss_waits_while_write_through_holds_memory_past_the_group_budget() {
+    loads_wait_for_write_through("cache_aging_backpressure_group", true);
+}
+
+fn loads_wait_for_write_through(database: &str, group_budget: bool) {
+    let url = common::fresh_tatp(database);
+    let per_instance = instance_bytes(&url);
+    let budget = per_instance * 50;
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), EngineConfig::default()).unwrap();
+    let params = BackendConfig { url: Some(url.clone()), ..BackendConfig::default() }.resolve().unwrap();
+    let mut config = CacheConfig {
+        memory_budget: (!group_budget).then_some(budget),
+        aging_interval: Duration::from_secs(3600),
+        ..CacheConfig::default()
+    };
+    config.awt.node = common::node_of(dir.path());
+    // One lane: the stuck transaction holds back every later one.
+    config.awt.apply_connections = 1;
+    let cache = Cache::open(db.clone(), Some(params), config).unwrap();
+    cache
+        .create_group(&CreateGroup {
+            aging: Aging::Lru,
+            memory_budget: group_budget.then_some(budget),
+            ..common::tatp_group("dyn", GroupKind::Awt, true)
+        })
+        .unwrap();
+    let subscriber = db.catalog().table_by_name("subscriber").unwrap().id;
+    let msc = db.catalog().table_by_name("subscriber").unwrap().column_index("msc_location").unwrap();
+    let update = |key: i32| {
+        let mut txn = db.begin().unwrap();
+        assert!(txn.update(subscriber, &[Value::Int4(key)], &[(msc, Value::Int8(-i64::from(key)))]).unwrap());
+        txn.commit().unwrap();
+    };
+
+    // Twice the budget of instances, loaded (not by misses, which would
+    // wait as the one below does), then each changed while write-through
+    // is stuck: none may be evicted.
+    cache.load("dyn", &LoadOptions { predicate: Some("s_id <= 100".into()), ..LoadOptions::default() }).unwrap();
+    let mut blocker = connect(&url).unwrap();
+    let mut held = blocker.transaction().unwrap();
+    held.execute("SELECT 1 FROM subscriber WHERE s_id = 1 FOR UPDATE", &[]).unwrap();
+    for key in 1..=100 {
+        update(key);
+    }
+    let report = cache.age_now().unwrap();
+    assert_eq!(report.evicted, 0, "every instance has changes PostgreSQL does not have");
+    let stats = cache.stats()[0].clone();
+    assert!(stats.memory_bytes as f64 > 1.25 * budget as f64, "{} of {budget}", stats.memory_bytes);
+    assert_eq!(stats.loads_held, 0);
+
+    // The next miss waits: write-through is stuck, so nothing can go.
+    let waiter = {
+        let (db, cache) = (db.clone(), cache.clone());
+        std::thread::spawn(move || {
+            let _cache = cache;
+            let mut txn = db.begin().unwrap();
+            assert!(txn.update(subscriber, &[Value::Int4(500)], &[(msc, Value::Int8(-500))]).unwrap());
+            txn.commit().unwrap();
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!waiter.is_finished(), "the miss loaded while memory was past the budget with write-through stuck");
+    // PostgreSQL lets write-through go: the changes arrive, the waiter's
+    // rounds evict them, and the miss loads.
+    held.rollback().unwrap();
+    waiter.join().unwrap();
+    let stats = cache.stats()[0].clone();
+    assert_eq!(stats.loads_held, 1);
+    assert!(stats.load_hold_us >= 300_000, "held {} µs", stats.load_hold_us);
+    assert!(cache.wait_propagated(Duration::from_secs(30)));
+    cache.age_now().unwrap();
+    assert!(cache.stats()[0].memory_bytes <= budget, "{} of {budget}", cache.stats()[0].memory_bytes);
+    let mut client = connect(&url).unwrap();
+    let changed: i64 =
+        client.query_one("SELECT count(*) FROM subscriber WHERE msc_location = -s_id", &[]).unwrap().get(0);
+    assert_eq!(changed, 101, "every change reached PostgreSQL");
+}

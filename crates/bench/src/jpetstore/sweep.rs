@@ -156,6 +156,11 @@ pub struct CacheFigures {
     /// a growing backlog holds memory past the budget.
     pub write_through_backlog_bytes: u64,
     pub write_through_lag_ms: f64,
+    /// Misses that waited for write-through before loading (the group
+    /// past its budget with changes PostgreSQL does not have), and their
+    /// waits in all.
+    pub loads_held: u64,
+    pub load_hold_ms: f64,
 }
 
 /// One (side, search range, threads) measurement.
@@ -473,7 +478,7 @@ impl SideRun<'_> {
             if let Some((cache, _)) = cache {
                 write_through_drained(cache, DRAIN_MAX, &|| false);
             }
-            let tier_before = cache.map(|(c, _)| (item_tier(c), item_stats(c).evicted_instances));
+            let tier_before = cache.map(|(c, _)| (item_tier(c), item_stats(c)));
             let threads = spec.threads;
             let mut point = run_point(target, &workload, spec, self.side).map_err(|source| JpetError::Driver {
                 side: self.side.name(),
@@ -752,12 +757,18 @@ fn item_stats(cache: &Cache) -> pgtier_cache::GroupStats {
     cache.stats().into_iter().find(|s| s.group == ITEM_GROUP).unwrap_or_default()
 }
 
-fn cache_figures(cache: &Cache, budget: u64, (before, evicted_before): &(pgtier_cache::TierInfo, u64)) -> CacheFigures {
+fn cache_figures(
+    cache: &Cache,
+    budget: u64,
+    (before, stats_before): &(pgtier_cache::TierInfo, pgtier_cache::GroupStats),
+) -> CacheFigures {
     let now = item_tier(cache);
     let stats = item_stats(cache);
     let propagation = cache.propagation_info().unwrap_or_default();
     CacheFigures {
-        evictions: stats.evicted_instances.saturating_sub(*evicted_before),
+        evictions: stats.evicted_instances.saturating_sub(stats_before.evicted_instances),
+        loads_held: stats.loads_held.saturating_sub(stats_before.loads_held),
+        load_hold_ms: stats.load_hold_us.saturating_sub(stats_before.load_hold_us) as f64 / 1000.0,
         write_through_backlog_bytes: propagation.backlog_bytes,
         write_through_lag_ms: propagation.lag_ms,
         budget_bytes: budget,
@@ -843,7 +854,7 @@ pub fn format_point(p: &PointResult) -> String {
     if let Some(c) = &p.cache {
         let _ = writeln!(
             s,
-            "   items in memory: {} KiB of {} KiB budget, {} instances; misses answered by flash {} (promoted {}), by PostgreSQL {}; evicted {}, to flash {}; write-through backlog {} KiB, lag {:.0} ms",
+            "   items in memory: {} KiB of {} KiB budget, {} instances; misses answered by flash {} (promoted {}), by PostgreSQL {}; evicted {}, to flash {}; write-through backlog {} KiB, lag {:.0} ms; loads held {} ({:.0} ms in all)",
             c.memory_bytes >> 10,
             c.budget_bytes >> 10,
             c.instances_in_memory,
@@ -853,7 +864,9 @@ pub fn format_point(p: &PointResult) -> String {
             c.evictions,
             c.demotions,
             c.write_through_backlog_bytes >> 10,
-            c.write_through_lag_ms
+            c.write_through_lag_ms,
+            c.loads_held,
+            c.load_hold_ms
         );
     }
     if p.errors.is_empty() {

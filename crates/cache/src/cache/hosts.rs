@@ -47,6 +47,10 @@ impl AgingHost for Cache {
     fn evicts_dirty(&self, entry: &GroupEntry) -> bool {
         self.flash.accepts_dirty(entry)
     }
+
+    fn write_through_behind(&self, entry: &GroupEntry) -> bool {
+        Cache::write_through_behind(self, entry)
+    }
 }
 
 /// Aging's evictions for memory go to the flash tier.
@@ -208,6 +212,10 @@ impl DynamicHost for Cache {
         key: &[Value],
     ) -> Result<Ensured, CacheError> {
         Cache::ensure_pinned_in(self, entry, layout, key)
+    }
+
+    fn hold_load(&self, entry: &GroupEntry) {
+        Cache::hold_load(self, entry);
     }
 
     fn root_key_by_unique(

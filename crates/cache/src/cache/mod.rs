@@ -128,6 +128,14 @@ const MEMORY_SAMPLE_US: u64 = 1000;
 /// round under way (`Cache::help_aging`).
 const AGING_WAIT_ABOVE: f64 = 1.05;
 
+/// The longest one miss waits for write-through (`Cache::hold_load`), and
+/// how often it looks whether it may go on.
+const LOAD_HOLD_MAX: Duration = Duration::from_secs(1);
+const LOAD_HOLD_POLL: Duration = Duration::from_millis(2);
+
+/// How often (µs) a group not held is measured by a miss that loads.
+const LOAD_CHECK_US: u64 = 1000;
+
 /// `(k1, k2) IN (('v1'::type1, 'v2'::type2), ...)` over the root key: text
 /// literals cast to the PostgreSQL column types, so every key type works.
 fn keys_predicate(root: &GroupTable, keys: &[Vec<Value>]) -> String {
@@ -767,6 +775,52 @@ impl Cache {
         self.dynamic.ensure(self, entry, layout, root_key)
     }
 
+    /// Write-through's backpressure on loads: while the group is held
+    /// (`GroupEntry::loads_held`: past its budget while write-through is
+    /// behind, so aging may not evict), the miss waits, measuring every
+    /// `LOAD_HOLD_POLL`, until the aging thread has evicted what
+    /// write-through sent meanwhile. Without it an AWT group's memory grew
+    /// with the backlog (4x its budget at 8 sessions of `bench
+    /// jpetstore`). The wait is bounded by `LOAD_HOLD_MAX`: write-through
+    /// stopped (PostgreSQL down) slows misses, it does not stop them.
+    pub(crate) fn hold_load(&self, entry: &GroupEntry) {
+        if !entry.loads_held.load(Ordering::Relaxed) {
+            // Not only the aging thread decides: its rounds come seconds
+            // apart while write-through is behind (each eviction batch
+            // waits for it to read up first). One miss per group and
+            // `LOAD_CHECK_US` measures.
+            let now_us = u64::try_from(self.opened.elapsed().as_micros()).unwrap_or(u64::MAX);
+            let checked_us = entry.loads_checked_us.load(Ordering::Relaxed);
+            if now_us < checked_us.saturating_add(LOAD_CHECK_US)
+                || entry
+                    .loads_checked_us
+                    .compare_exchange(checked_us, now_us, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_err()
+                || !self.holds_loads_now(entry)
+            {
+                return;
+            }
+            entry.loads_held.store(true, Ordering::Relaxed);
+        }
+        let started = Instant::now();
+        // The aging thread evicts what write-through sends meanwhile; the
+        // waiters do not run rounds themselves, whose evictions of an AWT
+        // group first wait (up to 2 s) for write-through to read up.
+        self.ager_control.wake();
+        while started.elapsed() < LOAD_HOLD_MAX {
+            // Measured here, not taken from a round's plan: what a round
+            // evicts, the misses it would let go promote again at once.
+            if !self.holds_loads_now(entry) {
+                entry.loads_held.store(false, Ordering::Relaxed);
+                break;
+            }
+            std::thread::sleep(LOAD_HOLD_POLL);
+        }
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        entry.counters.loads_held.fetch_add(1, Ordering::Relaxed);
+        entry.counters.load_hold_us.fetch_add(micros, Ordering::Relaxed);
+    }
+
     /// The database's memory, measured at most once per
     /// `MEMORY_SAMPLE_US` for all misses: a measure reads every table's
     /// counters, and with every miss measuring, 8 promoting sessions spent
@@ -809,10 +863,7 @@ impl Cache {
         if used <= budget {
             return;
         }
-        let recent = || {
-            let last_ms = self.aging_round_began_ms.load(Ordering::Relaxed);
-            self.millis_open() < last_ms.saturating_add(AGING_HELP_INTERVAL_MS)
-        };
+        let recent = || self.miss_round_recent();
         let _round = if used as f64 > budget as f64 * AGING_WAIT_ABOVE {
             let round = self.aging_round.lock();
             // Waiting for the round under way was the point; another right
@@ -828,6 +879,49 @@ impl Cache {
             let Some(round) = self.aging_round.try_lock() else { return };
             round
         };
+        self.miss_round();
+    }
+
+    /// `aging::holds_loads` by the memory and write-through now.
+    fn holds_loads_now(&self, entry: &GroupEntry) -> bool {
+        let total = self.db.memory_total().saturating_sub(self.uncollected.bytes());
+        let budget = self.tuning.get().memory_budget;
+        aging::holds_loads(entry, self.group_memory(entry), total, budget, self.flash.accepts_dirty(entry), || {
+            self.write_through_behind(entry)
+        })
+    }
+
+    /// See `AgingHost::write_through_behind`. Not waiting: a miss asks it
+    /// every `LOAD_HOLD_POLL` while held.
+    fn write_through_behind(&self, entry: &GroupEntry) -> bool {
+        if entry.marks.any_pending() {
+            return true;
+        }
+        if entry.def.kind != GroupKind::Awt {
+            return false;
+        }
+        // Not running (no backend, PostgreSQL unreachable): nothing of the
+        // group can be evicted until it has read up.
+        let Some(status) = self.propagation() else { return true };
+        !status.connected.load(Ordering::Acquire)
+            || status.read.load(Ordering::Acquire) < self.db.application_commit_end().0
+    }
+
+    /// The memory of the group's tables (`pgtier_cache_stats.memory_bytes`).
+    fn group_memory(&self, entry: &GroupEntry) -> u64 {
+        let catalog = self.db.catalog();
+        let tables = entry.group.tables.iter().filter_map(|table| catalog.table_by_name(&table.def.name));
+        tables.map(|table| self.db.table_memory(table.id)).sum()
+    }
+
+    /// Whether a round began less than `AGING_HELP_INTERVAL_MS` ago.
+    fn miss_round_recent(&self) -> bool {
+        let last_ms = self.aging_round_began_ms.load(Ordering::Relaxed);
+        self.millis_open() < last_ms.saturating_add(AGING_HELP_INTERVAL_MS)
+    }
+
+    /// An aging round a miss runs (its caller holds `aging_round`).
+    fn miss_round(&self) {
         self.aging_round_began_ms.store(self.millis_open(), Ordering::Relaxed);
         // A new epoch, as every round starts, but what was used in the one
         // that ends stays too: these rounds come every few tens of

@@ -103,6 +103,10 @@ pub struct GroupStats {
     pub dynamic_absent: u64,
     pub miss_latency_avg_us: f64,
     pub miss_latency_max_us: u64,
+    /// Misses that waited for write-through before loading, and their
+    /// waits in all (`GroupEntry::loads_held`).
+    pub loads_held: u64,
+    pub load_hold_us: u64,
 }
 
 impl Cache {
@@ -246,5 +250,7 @@ fn group_stats(entry: &GroupEntry, sizes: &HashMap<String, (u64, u64)>) -> Group
             counters.miss_us_total.load(Ordering::Relaxed) as f64 / misses as f64
         },
         miss_latency_max_us: counters.miss_us_max.load(Ordering::Relaxed),
+        loads_held: counters.loads_held.load(Ordering::Relaxed),
+        load_hold_us: counters.load_hold_us.load(Ordering::Relaxed),
     }
 }

@@ -4,7 +4,7 @@
 //! modes read and write.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
@@ -35,6 +35,9 @@ struct KeyMarks {
 #[derive(Default)]
 pub(crate) struct Marks {
     keys: Mutex<HashMap<String, KeyMarks>>,
+    /// How many of `keys` have pending commits (kept with them, so asking
+    /// costs no lock: every miss of a group over its budget asks).
+    pending_keys: AtomicUsize,
     /// Running loads and the floor each registered (marks at or above it are kept).
     loads: Mutex<Vec<(u64, u64)>>,
     next_load: AtomicU64,
@@ -46,14 +49,20 @@ impl Marks {
     pub fn mark(&self, key: &str, position: u64) {
         let mut keys = self.keys.lock();
         let marks = keys.entry(key.to_owned()).or_default();
+        if marks.pending.is_empty() {
+            self.pending_keys.fetch_add(1, Ordering::Relaxed);
+        }
         marks.pending.insert(position);
         marks.newest = marks.newest.max(position);
     }
 
     /// PostgreSQL has (or refused for good, or never got) the commit at `position`.
     pub fn settle(&self, key: &str, position: u64) {
-        if let Some(marks) = self.keys.lock().get_mut(key) {
-            marks.pending.remove(&position);
+        if let Some(marks) = self.keys.lock().get_mut(key)
+            && marks.pending.remove(&position)
+            && marks.pending.is_empty()
+        {
+            self.pending_keys.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
@@ -69,6 +78,12 @@ impl Marks {
         let keys = self.keys.lock();
         let clear = |k: &str, below: u64| keys.get(k).is_none_or(|m| m.pending.is_empty() && m.newest < below);
         clear(WHOLE_GROUP, horizon.lowest()) && clear(key, horizon.at(key))
+    }
+
+    /// Whether some instance (or the whole group) has changes PostgreSQL
+    /// does not have yet.
+    pub fn any_pending(&self) -> bool {
+        self.pending_keys.load(Ordering::Relaxed) > 0
     }
 
     /// Whether the instance has marks at all (a dynamic miss reads the horizon only then).
@@ -139,12 +154,15 @@ mod tests {
         let marks = Marks::default();
         let horizon = |p: u64| Horizon::Lanes { group: "g".into(), positions: vec![p] };
         assert!(marks.admits("1", &horizon(0)), "never touched");
+        assert!(!marks.any_pending());
         marks.mark("1", 10);
         marks.mark("1", 10);
         assert!(marks.is_pending("1"));
+        assert!(marks.any_pending());
         assert!(!marks.admits("1", &horizon(100)), "pending: PostgreSQL does not have it");
         marks.settle("1", 10);
         assert!(!marks.is_pending("1"));
+        assert!(!marks.any_pending());
         assert!(!marks.admits("1", &horizon(10)), "the snapshot predates the commit");
         assert!(marks.admits("1", &horizon(11)));
         marks.mark("*", 20);
@@ -162,5 +180,13 @@ mod tests {
         marks.mark("3", 30);
         marks.prune(100);
         assert!(marks.is_pending("3"), "pending marks are never pruned");
+        assert!(marks.any_pending());
+        marks.mark("3", 32);
+        marks.settle("3", 32);
+        marks.settle("3", 32);
+        assert!(marks.any_pending(), "one commit of it is still pending");
+        marks.settle("3", 30);
+        marks.settle("4", 40);
+        assert!(!marks.any_pending(), "settling what was never marked counts nothing");
     }
 }

@@ -18,7 +18,7 @@ pub(crate) use removal::{Admits, Demotion, remove_instances};
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 
 use parking_lot::Mutex;
 use pgtier_engine::Value;
@@ -41,6 +41,15 @@ pub(crate) struct GroupEntry {
     /// Instances an eviction has deleted and not yet committed, and those
     /// a transaction's miss pinned (`Evicting`).
     pub evicting: Evicting,
+    /// Set by each aging round while the group's memory is past
+    /// `aging::HOLD_LOADS_ABOVE` of its budget with instances write-through
+    /// has not sent yet (which aging may not evict): a miss then waits
+    /// before loading (`Cache::hold_load`), so memory grows no faster than
+    /// write-through cleans instances for aging to evict.
+    pub loads_held: AtomicBool,
+    /// When a miss last measured whether to hold the group (µs since the
+    /// cache opened): at most one per `LOAD_CHECK_US`.
+    pub loads_checked_us: AtomicU64,
     /// Aging's clock hand: the next shard of the root table
     /// (`pgtier_engine::TABLE_SHARDS` of them) it examines for eviction.
     pub clock_hand: AtomicUsize,
@@ -87,6 +96,8 @@ impl GroupEntry {
             counters: Counters::default(),
             marks: Marks::default(),
             evicting: Evicting::default(),
+            loads_held: AtomicBool::new(false),
+            loads_checked_us: AtomicU64::new(0),
             clock_hand: AtomicUsize::new(0),
             tokens: Mutex::new(None),
             accepted,
@@ -129,6 +140,10 @@ pub(crate) struct Counters {
     pub miss_count: AtomicU64,
     pub miss_us_total: AtomicU64,
     pub miss_us_max: AtomicU64,
+    /// Misses that waited for write-through before loading, and how long
+    /// they waited in all (`GroupEntry::loads_held`).
+    pub loads_held: AtomicU64,
+    pub load_hold_us: AtomicU64,
     /// Instances aging put on flash, took back into memory from it, looked
     /// for there in vain (then PostgreSQL answered), and the flash store
     /// would not take (too large, not admitted, index full).

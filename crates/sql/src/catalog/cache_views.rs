@@ -116,6 +116,8 @@ fn stats_rows(cache: &Cache, out: &mut Vec<Value>) {
             int8(s.dynamic_absent),
             Value::Float8(s.miss_latency_avg_us),
             int8(s.miss_latency_max_us),
+            int8(s.loads_held),
+            int8(s.load_hold_us),
         ]);
     }
 }

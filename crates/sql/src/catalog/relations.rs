@@ -939,6 +939,8 @@ pub static RELATIONS: &[RelDef] = &[
             Col::new("dynamic_absent", Int8),
             Col::new("miss_latency_avg_us", Float8),
             Col::new("miss_latency_max_us", Int8),
+            Col::new("loads_held", Int8),
+            Col::new("load_hold_us", Int8),
         ],
     },
     RelDef {
