@@ -81,7 +81,7 @@ fn a_cache_without_backend_answers_08001_and_the_rules_hold() {
         .rows
         .unwrap();
     let columns: Vec<(String, String)> = r.iter().map(|row| (row.text(0).unwrap(), row.text(1).unwrap())).collect();
-    assert_eq!(columns.len(), 12, "{columns:?}");
+    assert_eq!(columns.len(), 14, "{columns:?}");
     assert_eq!(columns[0], ("group".to_owned(), "25".to_owned()));
     assert_eq!(columns[10], ("miss_latency_avg_us".to_owned(), "701".to_owned()));
     // Preparing one through the embedded API says how to run it instead.
