@@ -354,6 +354,8 @@ pub(crate) struct Index {
     tag_bits: u32,
     /// Slots full shards may still add.
     grow_budget: AtomicU64,
+    /// The slots last planned for (`plan`).
+    planned: AtomicU64,
 }
 
 /// How an index of `total_slots` is cut into shards.
@@ -385,7 +387,8 @@ impl Index {
         let shards = (0..1usize << layout.shard_bits)
             .map(|_| RwLock::new(Shard::new(layout.slots_per_shard, tag_bits)))
             .collect();
-        Index { shards, shard_bits: layout.shard_bits, tag_bits, grow_budget: AtomicU64::new(0) }
+        let planned = AtomicU64::new(layout.slots_per_shard as u64 * (1u64 << layout.shard_bits));
+        Index { shards, shard_bits: layout.shard_bits, tag_bits, grow_budget: AtomicU64::new(0), planned }
     }
 
     /// Sets the growth budget for an index planned at `planned` slots (what
@@ -394,6 +397,11 @@ impl Index {
         let have: u64 = self.shards.iter().map(|s| s.read().capacity() as u64).sum();
         let budget = (planned + planned / GROW_BUDGET_DIVISOR).saturating_sub(have.max(planned));
         self.grow_budget.store(budget, Ordering::Relaxed);
+        self.planned.store(planned, Ordering::Relaxed);
+    }
+
+    pub(crate) fn planned(&self) -> u64 {
+        self.planned.load(Ordering::Relaxed)
     }
 
     /// Grows a full shard by one step if the budget allows; false if not.

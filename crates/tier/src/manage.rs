@@ -193,9 +193,10 @@ impl FlashStore {
 
     /// Gives the index the slots a store of `regions` regions plans for
     /// (shards only grow).
-    fn grow_index(&self, regions: u32) {
+    pub(crate) fn grow_index(&self, regions: u32) {
         let capacity = u64::from(regions) * u64::from(self.geo.region_size);
-        let planned = capacity / u64::from(self.mean_record_bytes);
+        let per_record = u64::from(self.slots_per_record.load(Ordering::Relaxed));
+        let planned = capacity / u64::from(self.mean_record_bytes) * per_record;
         let per = usize::try_from(planned.div_ceil(self.index.shard_count() as u64)).unwrap_or(usize::MAX);
         for i in 0..self.index.shard_count() {
             let mut shard = self.index.shard(i).write();

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
@@ -14,7 +14,7 @@ use crate::hash::key_hash;
 use crate::index::{Aux, Index, Slot};
 use crate::read::Found;
 use crate::reclaim::{Attempt, Reclaimer};
-use crate::regions::{Geometry, Live, RegionMeta, Ring};
+use crate::regions::{ALL_RETENTIONS, Geometry, Live, RegionMeta, Ring};
 use crate::stats::{Counters, bump};
 use crate::writer::{GroupCommit, Mode, OpenBuf, Writer};
 use crate::{Admission, Inserted, IoMode, RejectReason, Retention, TierConfig, TierError};
@@ -35,6 +35,10 @@ pub struct FlashStore {
     pub(crate) ghost: Option<Ghost>,
     pub(crate) admission: Admission,
     pub(crate) mean_record_bytes: u32,
+    /// Index slots planned per record of `mean_record_bytes`: 1, or 2 once
+    /// a caller said it stores a small record beside most records
+    /// (`plan_companion_records`).
+    pub(crate) slots_per_record: AtomicU32,
     pub(crate) counters: Counters,
     pub(crate) live: Live,
     failed: AtomicBool,
@@ -79,6 +83,7 @@ impl FlashStore {
             ghost,
             admission: config.admission,
             mean_record_bytes: config.mean_record_bytes,
+            slots_per_record: AtomicU32::new(1),
             counters: Counters::default(),
             live: Live::default(),
             failed: AtomicBool::new(false),
@@ -255,6 +260,31 @@ impl FlashStore {
                 shard.replace(idx, now.with_referenced(), aux);
             }
         }
+    }
+
+    /// The caller stores a small record beside most of its records (the
+    /// cache's key records): the index plans two slots per record of
+    /// `TierConfig::mean_record_bytes` from now on, which doubles its
+    /// memory. Without it the small records took the slots the large ones
+    /// needed: a record that finds its index shard full is rejected while
+    /// the store still has bytes to spare. Idempotent.
+    pub fn plan_companion_records(&self) {
+        if self.slots_per_record.swap(2, Ordering::Relaxed) == 2 {
+            return;
+        }
+        let _reclaimer = self.reclaimer.lock();
+        let regions = self.ring.lock().limit;
+        self.grow_index(regions);
+    }
+
+    /// The share of the index's planned slots (`TierConfig::mean_record_bytes`)
+    /// its records take: past 1 only by what full shards grew (at most an
+    /// eighth), and a record that finds its shard full is rejected. Cheap:
+    /// counters only. A caller storing records it could do without (the
+    /// cache's key records) leaves the slots to the others when this is high.
+    pub fn index_fill(&self) -> f64 {
+        let records: u64 = ALL_RETENTIONS.iter().map(|&r| self.live.count(r)).sum();
+        records as f64 / self.index.planned().max(1) as f64
     }
 
     /// Whether the store holds `key` (read back and compared: a tag match
