@@ -78,6 +78,9 @@ pub(crate) trait DynamicHost: WriteThroughState {
         lookup: &UniqueLookup,
         root_key_columns: &[usize],
     ) -> Result<Option<Vec<Value>>, CacheError>;
+    /// The root key flash's key record names for a unique lookup that
+    /// missed (`Flash::root_key_by_unique`): a hint the caller checks.
+    fn flash_key_hint(&self, entry: &GroupEntry, layout: &InstanceLayout, lookup: &UniqueLookup) -> Option<Vec<Value>>;
     /// For a read that missed: the instance of root key `key` (normalized)
     /// as flash holds it, left there (`Flash::answer`), as the engine's
     /// answer with one cover per `(table, root key columns)` of `covers`.
@@ -652,6 +655,30 @@ pub(crate) fn unique_lookup(db: &Database, miss: pgtier_engine::Miss<'_>) -> Opt
     Some(UniqueLookup { table: table.id, columns, values })
 }
 
+/// A unique lookup's miss that flash has a key record for: that instance
+/// is brought into memory (from flash, or from PostgreSQL should flash have
+/// dropped its record since) and, when its root row there holds the
+/// lookup's values, the lookup runs again on memory, pinned as any miss's
+/// instance is. None when there is no key record or it led elsewhere (the
+/// instance changed since it left memory): then PostgreSQL is asked.
+fn by_key_record(
+    db: &Database,
+    cache: &dyn DynamicHost,
+    entry: &Arc<GroupEntry>,
+    layout: &InstanceLayout,
+    lookup: &UniqueLookup,
+) -> Result<Option<pgtier_engine::MissResolution>, CacheError> {
+    let Some(hint) = cache.flash_key_hint(entry, layout, lookup) else { return Ok(None) };
+    let Some(key) = layout.normalize_root_key(&hint) else { return Ok(None) };
+    let ensured = cache.ensure_pinned_in(entry, layout, &key)?;
+    if !layout.root_row_holds(db, &key, &lookup.columns, &lookup.values)? {
+        return Ok(None);
+    }
+    entry.counters.unique_on_flash.fetch_add(1, Ordering::Relaxed);
+    let hold = ensured.pin.map(|pin| Box::new(pin) as pgtier_engine::MissHold);
+    Ok(Some(pgtier_engine::MissResolution::Retry { hold }))
+}
+
 impl pgtier_engine::MissHook for TableHook {
     fn on_miss(
         &self,
@@ -664,28 +691,34 @@ impl pgtier_engine::MissHook for TableHook {
         let to_engine = |error: CacheError| error.to_engine();
         let carried = miss_root_key(db, &self.root_key_columns, miss);
         // Neither the root key nor a unique key: what is cached answers.
-        let by_unique = if carried.is_some() {
-            None
-        } else {
-            let Some(lookup) = unique_lookup(db, miss) else { return Ok(NotFound) };
-            Some(lookup)
+        let by_unique = match carried {
+            Some(_) => None,
+            None => match unique_lookup(db, miss) {
+                Some(lookup) => Some(lookup),
+                None => return Ok(NotFound),
+            },
         };
         let (entry, layout) = cache.miss_target(&self.group).map_err(to_engine)?;
-        // A unique key names the row of at most one instance, and
-        // PostgreSQL says which, in a snapshot of its own before the load
-        // takes another. Two snapshots answer here as one would: where the
-        // cache moved or deleted that row since (it is the writer of
-        // record), the instance PostgreSQL names is in memory or has
-        // changes pending, so nothing is loaded over it and the lookup, run
-        // again on memory, answers from the cache's state.
-        let root_key = match (carried, &by_unique) {
-            (Some(key), _) => key,
-            (None, Some(lookup)) => {
+        let root_key = match carried {
+            Some(key) => key,
+            None => {
+                let Some(lookup) = &by_unique else { return Ok(NotFound) };
+                if let Some(resolution) = by_key_record(db, &*cache, &entry, &layout, lookup).map_err(to_engine)? {
+                    return Ok(resolution);
+                }
+                // A unique key names the row of at most one instance, and
+                // PostgreSQL says which, in a snapshot of its own before the
+                // load takes another. Two snapshots answer here as one
+                // would: where the cache moved or deleted that row since
+                // (it is the writer of record), the instance PostgreSQL
+                // names is in memory or has changes pending, so nothing is
+                // loaded over it and the lookup, run again on memory,
+                // answers from the cache's state.
+                entry.counters.unique_asked.fetch_add(1, Ordering::Relaxed);
                 let found = cache.root_key_by_unique(&entry, &layout, lookup, &self.root_key_columns);
                 let Some(key) = found.map_err(to_engine)? else { return Ok(NotFound) };
                 key
             }
-            (None, None) => return Ok(NotFound),
         };
         // A key of another type than the root key's cannot name a cached instance.
         let Some(key) = layout.normalize_root_key(&root_key) else { return Ok(NotFound) };

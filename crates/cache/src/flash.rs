@@ -32,6 +32,18 @@
 //!   READONLY groups that autorefresh are not offered flash yet, since a
 //!   change arriving for an instance on flash would have to race a promotion.
 //!
+//! Unique keys: demotion also stores, per UNIQUE index of the root table
+//! other than its primary key, a small *key record* from the root row's
+//! values to the root key. A miss by such a key (TATP's `sub_nbr`) that
+//! finds one brings that instance into memory without asking PostgreSQL
+//! whose row it is. A key record is only a hint: nothing removes it when
+//! its instance leaves flash or changes, so the miss checks that the root
+//! row in memory holds the key's values before the lookup runs again, and
+//! asks PostgreSQL otherwise (`dynamic::TableHook::on_miss`). In
+//! write-back mode PostgreSQL's answer can be stale for an instance whose
+//! durable record holds a key PostgreSQL does not have yet, so those keys
+//! are indexed exactly, in memory (`DirtyKeys`).
+//!
 //! Restart: clean records are reused only when the store's index was written
 //! at a clean close whose token (database incarnation, WAL end, generations)
 //! matches the database as recovered; otherwise they are dropped.
@@ -85,6 +97,14 @@ const DURABLE_GENERATION: u64 = u64::MAX;
 
 /// Bytes of a record key before the root key: group, generation.
 const KEY_PREFIX: usize = 12;
+
+/// See `Flash::store_key_records`.
+const KEY_RECORDS_MAX_INDEX_FILL: f64 = 0.9;
+
+/// Set in the generation of a key record's key (`key_record_key`):
+/// generations count up from 1 and the durable one is `u64::MAX`, so no
+/// instance's record key has this bit.
+const KEY_RECORD_BIT: u64 = 1 << 62;
 
 /// What a miss found on flash.
 pub(crate) enum OnFlash {
@@ -223,6 +243,60 @@ pub(crate) struct Flash {
     /// Why the tier is not in use although configured (an error at open or later).
     pub failure: Mutex<Option<String>>,
     recent_reads: RecentReads,
+    dirty_keys: Mutex<DirtyKeys>,
+}
+
+/// Write-back: the unique keys (`key_record_key`, under the durable
+/// generation) of every instance whose durable record flash holds, to its
+/// root key. A miss by such a key must find the instance, since PostgreSQL
+/// may not have the key yet; so unlike clean key records, which may be
+/// missing, no entry is ever missing here: a group's durable records are
+/// read once, at its first lookup since the store opened, and every
+/// durable demotion adds its keys. Entries of records gone may stay (a
+/// whole-group restore forgets the group's); the miss checks what it finds
+/// against the instance in memory, as for clean key records.
+#[derive(Default)]
+struct DirtyKeys {
+    /// Groups whose durable records were read since the store opened.
+    read: std::collections::HashSet<u32>,
+    root_keys: HashMap<Vec<u8>, Vec<Value>>,
+    /// A durable record's key to its keys in `root_keys`.
+    of_record: HashMap<Vec<u8>, Vec<Vec<u8>>>,
+}
+
+impl DirtyKeys {
+    fn add(&mut self, record: Vec<u8>, keys: Vec<Vec<u8>>, root_key: &[Value]) {
+        // The record's keys before (a record read again, or replaced) go
+        // first: the new ones may be the same.
+        self.remove(&record, root_key);
+        for key in &keys {
+            self.root_keys.insert(key.clone(), root_key.to_vec());
+        }
+        self.of_record.insert(record, keys);
+    }
+
+    fn remove(&mut self, record: &[u8], root_key: &[Value]) {
+        if let Some(keys) = self.of_record.remove(record) {
+            self.drop_keys(keys, root_key);
+        }
+    }
+
+    /// Removes `keys` that still name `root_key` (another instance may
+    /// have taken one since).
+    fn drop_keys(&mut self, keys: Vec<Vec<u8>>, root_key: &[Value]) {
+        for key in keys {
+            if self.root_keys.get(&key).is_some_and(|named| named == root_key) {
+                self.root_keys.remove(&key);
+            }
+        }
+    }
+
+    fn forget_group(&mut self, group: u32) {
+        let prefix = group.to_le_bytes();
+        self.read.remove(&group);
+        self.root_keys.retain(|key, _| !key.starts_with(&prefix));
+        self.of_record.retain(|record, _| !record.starts_with(&prefix));
+    }
 }
 
 /// The key a record is stored under: group, generation, root key.
@@ -232,6 +306,44 @@ fn record_key(group: u32, generation: u64, root_key: &[Value]) -> Vec<u8> {
     out.extend_from_slice(&generation.to_le_bytes());
     encode_values(root_key, &mut out);
     out
+}
+
+/// The key of a key record: group, generation with `KEY_RECORD_BIT`, the
+/// unique index's columns (count, positions) and the root row's values there.
+fn key_record_key(group: u32, generation: u64, columns: &[usize], values: &[Value]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(48);
+    out.extend_from_slice(&group.to_le_bytes());
+    out.extend_from_slice(&(generation | KEY_RECORD_BIT).to_le_bytes());
+    out.extend_from_slice(&(columns.len() as u32).to_le_bytes());
+    for &column in columns {
+        out.extend_from_slice(&(column as u32).to_le_bytes());
+    }
+    encode_values(values, &mut out);
+    out
+}
+
+/// The keys (`key_record_key`) of an instance's root row under each UNIQUE
+/// index of the root table other than its primary key; none for an index
+/// with a NULL among its columns (NULLs are never equal: no lookup finds a
+/// row by them).
+fn unique_keys(db: &Database, layout: &InstanceLayout, generation: u64, instance: &Instance) -> Vec<Vec<u8>> {
+    let Some(root_row) = instance.rows.first().and_then(|rows| rows.first()) else { return Vec::new() };
+    let group = layout.root().id.0;
+    let mut keys = Vec::new();
+    for index in db.catalog().indexes_of(layout.root().id) {
+        if !index.unique || index.primary {
+            continue;
+        }
+        let values: Option<Vec<Value>> = index
+            .columns
+            .iter()
+            .map(|&column| root_row.get(column).filter(|value| !matches!(value, Value::Null)).cloned())
+            .collect();
+        if let Some(values) = values {
+            keys.push(key_record_key(group, generation, &index.columns, &values));
+        }
+    }
+    keys
 }
 
 /// An instance as stored: format, table count, per table its row count and rows.
@@ -426,6 +538,7 @@ impl Flash {
             opened: Mutex::new(None),
             failure: Mutex::new(None),
             recent_reads: RecentReads::new(),
+            dirty_keys: Mutex::new(DirtyKeys::default()),
         };
         if flash.config.is_some()
             && let Err(error) = flash.start(db, true)
@@ -474,6 +587,7 @@ impl Flash {
         // The sidecar vouches for one open only: after a crash it must not.
         let _ = std::fs::remove_file(Flash::sidecar_path(config));
         *self.opened.lock() = Some(report);
+        *self.dirty_keys.lock() = DirtyKeys::default();
         *self.store.write() = Some(Arc::new(store));
         *self.failure.lock() = None;
         Ok(())
@@ -549,6 +663,7 @@ impl Flash {
     /// before it commits).
     pub fn demote_dirty(
         &self,
+        db: &Database,
         entry: &GroupEntry,
         layout: &InstanceLayout,
         key: &[Value],
@@ -567,11 +682,43 @@ impl Flash {
         if store.contains(&record) {
             return false;
         }
+        // Its keys first: from the moment the record is stored, a miss may
+        // need them (an entry for a record not stored is harmless).
+        let keys = unique_keys(db, layout, DURABLE_GENERATION, instance);
+        self.dirty_keys.lock().add(record.clone(), keys, key);
         let stored = self.store_record(&store, entry, &record, &encode_instance(instance), Retention::Durable);
         if stored {
             entry.counters.flash_demoted_dirty.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.dirty_keys.lock().remove(&record, key);
         }
         stored
+    }
+
+    /// The root key `DirtyKeys` has for `key`, reading the group's durable
+    /// records first if this is its first lookup since the store opened. A
+    /// record that cannot be read is skipped: a miss that needs that
+    /// instance finds it unreadable (XX001) when it promotes it.
+    fn dirty_root_key(&self, db: &Database, layout: &InstanceLayout, key: &[u8]) -> Option<Vec<Value>> {
+        let group = layout.root().id.0;
+        let mut dirty = self.dirty_keys.lock();
+        if !dirty.read.contains(&group) {
+            match self.durable_records(group) {
+                Ok(records) => {
+                    for DurableRecord { root_key, record, value } in records {
+                        if let Some(instance) = decode_record(db, layout, &value) {
+                            dirty.add(record, unique_keys(db, layout, DURABLE_GENERATION, &instance), &root_key);
+                        }
+                    }
+                    dirty.read.insert(group);
+                }
+                Err(error) => {
+                    self.note_read_error(&error.to_string());
+                    return None;
+                }
+            }
+        }
+        dirty.root_keys.get(key).cloned()
     }
 
     /// Makes the durable records `demote_dirty` stored so far stable (one
@@ -629,7 +776,9 @@ impl Flash {
     /// now, or its eviction did not commit); returns once the removal is durable.
     pub fn release_durable(&self, layout: &InstanceLayout, key: &[Value]) -> Result<(), CacheError> {
         let Some(store) = self.store() else { return Ok(()) };
-        store.remove(&record_key(layout.root().id.0, DURABLE_GENERATION, key)).map_err(tier_error)?;
+        let record = record_key(layout.root().id.0, DURABLE_GENERATION, key);
+        store.remove(&record).map_err(tier_error)?;
+        self.dirty_keys.lock().remove(&record, key);
         Ok(())
     }
 
@@ -650,9 +799,90 @@ impl Flash {
         let Some(store) = self.store() else { return false };
         let group = layout.root().id.0;
         let retention = if entry.def.flash == FlashPolicy::Keep { Retention::Keep } else { Retention::Evictable };
-        let record = record_key(group, self.generation(group), key);
+        let generation = self.generation(group);
+        let record = record_key(group, generation, key);
         let value = encode_images(db, layout, instance).unwrap_or_else(|| encode_instance(instance));
-        self.store_record(&store, entry, &record, &value, retention)
+        let stored = self.store_record(&store, entry, &record, &value, retention);
+        if stored {
+            self.store_key_records(db, &store, layout, generation, key, instance);
+        }
+        stored
+    }
+
+    /// The key records of an instance just stored (see the module comment).
+    /// Best effort: one the store does not take costs a later miss by that
+    /// key a question to PostgreSQL, nothing more. They need index slots
+    /// of their own (`FlashStore::plan_companion_records`: the index plans
+    /// two per record from the first one on), and go only while the index
+    /// is at most `KEY_RECORDS_MAX_INDEX_FILL` full: a record finding its
+    /// index shard full is rejected, and an instance record rejected costs
+    /// a whole load from PostgreSQL. (Without either, with TATP's 60 %
+    /// cache, the index held 150,000 instances and as many key records,
+    /// and 0.28 loads per transaction went to PostgreSQL where 0.01 had.)
+    fn store_key_records(
+        &self,
+        db: &Database,
+        store: &FlashStore,
+        layout: &InstanceLayout,
+        generation: u64,
+        key: &[Value],
+        instance: &Instance,
+    ) {
+        let records = unique_keys(db, layout, generation, instance);
+        if records.is_empty() {
+            return;
+        }
+        store.plan_companion_records();
+        if store.index_fill() > KEY_RECORDS_MAX_INDEX_FILL {
+            return;
+        }
+        let mut root_key = Vec::with_capacity(16);
+        encode_values(key, &mut root_key);
+        for record in records {
+            match store.insert(&record, &root_key, Retention::Evictable) {
+                Ok(_) | Err(TierError::Full(_)) => {}
+                Err(error) => {
+                    self.fail(&error.to_string());
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The root key a key record names for the root table's unique
+    /// `columns` equal to `values` (a hint, see the module comment); None
+    /// when flash has none.
+    pub fn root_key_by_unique(
+        &self,
+        db: &Database,
+        layout: &InstanceLayout,
+        table: TableId,
+        columns: &[usize],
+        values: &[Value],
+    ) -> Option<Vec<Value>> {
+        if table != layout.root().id {
+            return None;
+        }
+        let store = self.store()?;
+        let group = table.0;
+        if self.mode == TierMode::WriteBack
+            && let Some(key) =
+                self.dirty_root_key(db, layout, &key_record_key(group, DURABLE_GENERATION, columns, values))
+        {
+            return Some(key);
+        }
+        match store.get(&key_record_key(group, self.generation(group), columns, values)) {
+            Ok(Some((bytes, _))) => {
+                let mut key = Vec::new();
+                decode_values(&bytes, &mut key).ok()?;
+                Some(key)
+            }
+            Ok(None) => None,
+            Err(error) => {
+                self.note_read_error(&error.to_string());
+                None
+            }
+        }
     }
 
     /// Forgets the record of one instance (a demotion whose eviction failed).
@@ -817,6 +1047,7 @@ impl Flash {
             }
             store.remove(&record).map_err(tier_error)?;
         }
+        self.dirty_keys.lock().forget_group(layout.root().id.0);
         Ok(restored)
     }
 
@@ -870,6 +1101,7 @@ impl Flash {
         for DurableRecord { record, .. } in self.durable_records(group)? {
             store.remove(&record).map_err(tier_error)?;
         }
+        self.dirty_keys.lock().forget_group(group);
         Ok(())
     }
 

@@ -124,6 +124,24 @@ impl InstanceLayout {
         Ok(found)
     }
 
+    /// Whether the root row of `key` is in memory with `values` in its
+    /// `columns` (at a fresh snapshot).
+    pub fn root_row_holds(
+        &self,
+        db: &Database,
+        key: &[Value],
+        columns: &[usize],
+        values: &[Value],
+    ) -> Result<bool, CacheError> {
+        let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Load)?;
+        let holds = txn.get_with(self.root().id, key, |row| {
+            columns.len() == values.len()
+                && columns.iter().zip(values).all(|(&column, value)| row.get(column).to_owned_value() == *value)
+        })?;
+        txn.rollback();
+        Ok(holds == Some(true))
+    }
+
     /// Every cached root key (at a fresh snapshot).
     pub fn root_keys(&self, db: &Database) -> Result<Vec<Vec<Value>>, CacheError> {
         let mut txn = db.begin_with_origin(db.default_commit_mode(), Origin::Evict)?;

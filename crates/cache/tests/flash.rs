@@ -330,22 +330,29 @@ fn flash_keep_on_a_group_that_cannot_use_flash_is_refused() {
     assert!(error.to_string().contains("DYNAMIC"), "{error}");
 }
 
+/// A write-back cache on a budget of 300 instances, the group created and
+/// 400 instances swept through it; write-through waits `batch_delay`
+/// before each batch, so changes stay pending while aging runs and the
+/// instances it evicts are dirty. Also the subscriber table's id.
+fn write_back_cache(dir: &Path, url: &str, batch_delay: Duration) -> (Arc<Cache>, pgtier_engine::TableId) {
+    let budget = instance_bytes(url) * 300;
+    let cache = open_with(dir, url, budget, |config| {
+        config.tier_mode = TierMode::WriteBack;
+        config.awt.batch_delay = batch_delay;
+    });
+    create_group(&cache);
+    let subscriber = cache.database().catalog().table_by_name("subscriber").unwrap().id;
+    sweep(&cache, 1..=400);
+    (cache, subscriber)
+}
+
 #[test]
 fn write_back_moves_changed_instances_to_flash_and_brings_their_changes_back() {
     let url = common::fresh_tatp("cache_flash_write_back");
     let mut client = pgtier_backend::connect::connect(&url).unwrap();
-    let budget = instance_bytes(&url) * 300;
     let dir = tempfile::tempdir().unwrap();
-    let cache = open_with(dir.path(), &url, budget, |config| {
-        config.tier_mode = TierMode::WriteBack;
-        // Write-through waits before each batch: changes stay pending while
-        // aging runs, so the evicted instances are dirty.
-        config.awt.batch_delay = Duration::from_secs(4);
-    });
-    create_group(&cache);
+    let (cache, subscriber) = write_back_cache(dir.path(), &url, Duration::from_secs(4));
     let db = cache.database().clone();
-    let subscriber = db.catalog().table_by_name("subscriber").unwrap().id;
-    sweep(&cache, 1..=400);
     // Every instance leaves memory durably in write-back mode; evictions go
     // in batches with one sync each (a sync per instance wrote a 4 KiB
     // block per record of a few hundred bytes: about 10x).
@@ -514,4 +521,100 @@ fn verify_leaves_flash_alone() {
     sweep(&cache, 1..=1000);
     let after = group_row(&cache);
     assert!(after.flash_hits - before.flash_hits >= 500, "VERIFY lost flash: before {before:?} after {after:?}");
+}
+
+/// The s_ids of the subscribers whose sub_nbr is `number`, through the
+/// engine's UNIQUE index on sub_nbr: a miss there names a row by a unique
+/// key that does not carry the root key (TATP's UPDATE_LOCATION).
+fn s_ids_by_number(db: &Database, number: &str) -> Vec<i32> {
+    let catalog = db.catalog();
+    let subscriber = catalog.table_by_name("subscriber").unwrap().id;
+    let index = catalog.indexes_of(subscriber).into_iter().find(|index| index.unique && index.columns == [1]).unwrap();
+    let mut txn = db.begin().unwrap();
+    let mut found = Vec::new();
+    txn.scan_prefix(index.id, &[Value::Text(number.to_owned())], |row| {
+        match row.get(0).to_owned_value() {
+            Value::Int4(s_id) => found.push(s_id),
+            other => panic!("s_id {other:?}"),
+        }
+        Ok(true)
+    })
+    .unwrap();
+    txn.commit().unwrap();
+    found
+}
+
+fn number(s_id: i32) -> String {
+    format!("{s_id:015}")
+}
+
+#[test]
+fn a_miss_by_a_unique_key_finds_its_instance_on_flash_and_checks_it() {
+    let url = common::fresh_tatp("cache_flash_unique");
+    let mut client = pgtier_backend::connect::connect(&url).unwrap();
+    let budget = instance_bytes(&url) * 300;
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open(dir.path(), &url, budget);
+    create_group(&cache);
+    let db = cache.database().clone();
+    let subscriber = db.catalog().table_by_name("subscriber").unwrap().id;
+    sweep(&cache, 1..=1000);
+    let before = group_row(&cache);
+    assert!(before.demotions >= 600, "{before:?}");
+
+    // By sub_nbr, the instances on flash are found there: PostgreSQL is
+    // not asked whose row it is.
+    for key in 1..=1000 {
+        assert_eq!(s_ids_by_number(&db, &number(key)), [key], "sub_nbr {}", number(key));
+        if key % 100 == 0 {
+            cache.age_now().unwrap();
+        }
+    }
+    let after = group_row(&cache);
+    let on_flash = after.unique_on_flash - before.unique_on_flash;
+    let asked = after.unique_asked - before.unique_asked;
+    assert!(on_flash >= 600 && asked <= on_flash / 20, "{on_flash} on flash, {asked} asked: {after:?}");
+    assert_eq!(after.backend_loads, before.backend_loads, "{after:?}");
+
+    // A key record outlived by a change. Subscriber 7's number moves to
+    // another value in the cache and reaches PostgreSQL; 7 goes back to
+    // flash with its old number's key record still there. PostgreSQL
+    // alone then gives the old number to subscriber 5,000, which the cache
+    // never held: the record names 7, whose row no longer holds it, so
+    // PostgreSQL is asked and names 5,000.
+    assert_eq!(s_ids_by_number(&db, &number(7)), [7]);
+    let mut txn = db.begin().unwrap();
+    assert!(txn.update(subscriber, &[Value::Int4(7)], &[(1, Value::Text("moved".into()))]).unwrap());
+    txn.commit().unwrap();
+    assert!(cache.wait_propagated(Duration::from_secs(60)), "write-through did not drain");
+    sweep(&cache, 1001..=1400);
+    let asked_before = group_row(&cache).unique_asked;
+    client.execute("UPDATE subscriber SET sub_nbr = $1 WHERE s_id = 5000", &[&number(7)]).unwrap();
+    assert_eq!(s_ids_by_number(&db, &number(7)), [5000], "the old number of 7, now 5,000's in PostgreSQL");
+    assert_eq!(group_row(&cache).unique_asked, asked_before + 1);
+    assert_eq!(s_ids_by_number(&db, "moved"), [7]);
+    let tally = cache.verify(GROUP).unwrap();
+    assert!(tally.is_clean(), "{tally:?}");
+}
+
+#[test]
+fn write_back_finds_a_changed_unique_key_postgresql_does_not_have_yet() {
+    let url = common::fresh_tatp("cache_flash_unique_write_back");
+    let dir = tempfile::tempdir().unwrap();
+    // PostgreSQL gets nothing while the test looks.
+    let (cache, subscriber) = write_back_cache(dir.path(), &url, Duration::from_secs(30));
+    let db = cache.database().clone();
+    // Subscriber 5 gets a new number, then leaves memory with it (durably,
+    // before PostgreSQL has it).
+    read(&db, 5);
+    let mut txn = db.begin().unwrap();
+    assert!(txn.update(subscriber, &[Value::Int4(5)], &[(1, Value::Text("fresh".into()))]).unwrap());
+    txn.commit().unwrap();
+    sweep(&cache, 1001..=1400);
+    assert!(group_row(&cache).dirty_demotions >= 1, "{:?}", group_row(&cache));
+    assert_eq!(s_ids_by_number(&db, "fresh"), [5], "the number only the cache has");
+    assert!(s_ids_by_number(&db, &number(5)).is_empty(), "5's old number");
+    assert!(cache.wait_propagated(Duration::from_secs(90)), "write-through did not drain");
+    let tally = cache.verify(GROUP).unwrap();
+    assert!(tally.is_clean(), "{tally:?}");
 }

@@ -209,12 +209,15 @@ fn sizes(out: &mut String, r: &FlashReport, files: &[String]) {
             (gain < study).then(|| {
                 let executed = s.txns.iter().map(|t| t.executed).sum::<u64>().max(1) as f64;
                 format!(
-                    "{:.0} % ({}): {gain:.1}x against the study's {study:.1}x; {:.2} loads from PostgreSQL and {:.2} \
-                     flash answers per transaction{}",
+                    "{:.0} % ({}): {gain:.1}x against the study's {study:.1}x; {:.2} loads from PostgreSQL, {:.2} \
+                     flash answers and {:.2} questions to PostgreSQL of whose row a sub_nbr is ({:.2} answered by \
+                     flash's key records) per transaction{}",
                     fraction * 100.0,
                     s.access,
                     s.backend_loads.unwrap_or(0) as f64 / executed,
                     s.flash_answers.unwrap_or(0) as f64 / executed,
+                    s.unique_asked.unwrap_or(0) as f64 / executed,
+                    s.unique_on_flash.unwrap_or(0) as f64 / executed,
                     hottest_share(r, *fraction).map_or(String::new(), |share| format!(
                         " (a cache holding the hottest {:.0} % of subscribers would miss {:.2})",
                         fraction * 100.0,

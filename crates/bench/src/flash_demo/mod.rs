@@ -353,6 +353,13 @@ pub struct SideFigures {
     pub flash_answers: Option<u64>,
     pub promotions: Option<u64>,
     pub backend_loads: Option<u64>,
+    /// Misses by a unique key without the root key (TATP's sub_nbr): the
+    /// ones that asked PostgreSQL whose row it is, and the ones a key
+    /// record on flash named the instance for.
+    #[serde(default)]
+    pub unique_asked: Option<u64>,
+    #[serde(default)]
+    pub unique_on_flash: Option<u64>,
     pub demotions: Option<u64>,
     pub dirty_demotions: Option<u64>,
     pub write_amplification: Option<f64>,

@@ -256,6 +256,8 @@ pub(super) fn measure(
         side.flash_answers = Some(after.flash_hits.saturating_sub(before.flash_hits));
         side.promotions = Some(after.promotions.saturating_sub(before.promotions));
         side.backend_loads = Some(after.backend_loads.saturating_sub(before.backend_loads));
+        side.unique_asked = Some(after.unique_asked.saturating_sub(before.unique_asked));
+        side.unique_on_flash = Some(after.unique_on_flash.saturating_sub(before.unique_on_flash));
         side.demotions = Some(after.demotions.saturating_sub(before.demotions));
         side.dirty_demotions = Some(after.dirty_demotions.saturating_sub(before.dirty_demotions));
         side.write_amplification = store.write_amplification;

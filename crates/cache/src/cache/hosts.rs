@@ -75,7 +75,7 @@ impl Demotion for FlashDemotion<'_> {
     }
 
     fn demote_dirty(&self, key: &[Value], instance: &Instance) -> bool {
-        self.flash.demote_dirty(self.entry, self.layout, key, instance)
+        self.flash.demote_dirty(self.db, self.entry, self.layout, key, instance)
     }
 
     fn sync_dirty(&self) -> bool {
@@ -226,6 +226,13 @@ impl DynamicHost for Cache {
         root_key_columns: &[usize],
     ) -> Result<Option<Vec<Value>>, CacheError> {
         self.dynamic.root_key_by_unique(&entry.group, layout, lookup, root_key_columns)
+    }
+
+    fn flash_key_hint(&self, entry: &GroupEntry, layout: &InstanceLayout, lookup: &UniqueLookup) -> Option<Vec<Value>> {
+        if !self.flash.enabled() || !crate::flash::eligible(&entry.def) {
+            return None;
+        }
+        self.flash.root_key_by_unique(&self.db, layout, lookup.table, &lookup.columns, &lookup.values)
     }
 
     fn flash_answer(

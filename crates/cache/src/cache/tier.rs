@@ -36,6 +36,11 @@ pub struct TierInfo {
     pub backend_loads: u64,
     /// Of misses in memory, the share flash answered.
     pub flash_hit_ratio: Option<f64>,
+    /// Misses by a unique key that does not carry the root key (TATP's
+    /// `sub_nbr`): the ones a key record on flash named the instance for,
+    /// and the ones that asked PostgreSQL whose row it is.
+    pub unique_on_flash: u64,
+    pub unique_asked: u64,
     pub demotions: u64,
     /// Of those, instances with changes PostgreSQL did not have yet, stored durably (write-back).
     pub dirty_demotions: u64,
@@ -163,6 +168,8 @@ impl Cache {
                 promotions,
                 backend_loads,
                 flash_hit_ratio: ratio(flash_hits, flash_hits + backend_loads),
+                unique_on_flash: counters.unique_on_flash.load(Ordering::Relaxed),
+                unique_asked: counters.unique_asked.load(Ordering::Relaxed),
                 demotions: counters.flash_demoted.load(Ordering::Relaxed),
                 dirty_demotions: counters.flash_demoted_dirty.load(Ordering::Relaxed),
                 invalidations: counters.flash_invalidated.load(Ordering::Relaxed),
@@ -175,6 +182,8 @@ impl Cache {
             store.flash_hits += row.flash_hits;
             store.promotions += row.promotions;
             store.backend_loads += row.backend_loads;
+            store.unique_on_flash += row.unique_on_flash;
+            store.unique_asked += row.unique_asked;
             store.demotions += row.demotions;
             store.dirty_demotions += row.dirty_demotions;
             store.invalidations += row.invalidations;

@@ -140,6 +140,11 @@ pub(crate) struct Counters {
     pub miss_count: AtomicU64,
     pub miss_us_total: AtomicU64,
     pub miss_us_max: AtomicU64,
+    /// Misses by a unique key without the root key (`dynamic::UniqueLookup`):
+    /// those that asked PostgreSQL whose row it is, and those a key record
+    /// on flash answered that for.
+    pub unique_asked: AtomicU64,
+    pub unique_on_flash: AtomicU64,
     /// Misses that waited for write-through before loading, and how long
     /// they waited in all (`GroupEntry::loads_held`).
     pub loads_held: AtomicU64,
