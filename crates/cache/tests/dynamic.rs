@@ -346,3 +346,56 @@ fn a_deleted_instance_is_not_loaded_back_before_postgres_has_the_delete() {
     assert!(txn.get_with(ids[0].id, &[Value::Int4(120)], |_| ()).unwrap().is_none());
     txn.commit().unwrap();
 }
+
+/// A subscriber's row with `s_id` and `sub_nbr`, the other columns as TATP fills them.
+fn subscriber_row(db: &Database, s_id: i32, number: &str) -> Vec<Value> {
+    let schema = db.catalog().table_by_name("subscriber").unwrap().clone();
+    schema
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, column)| match i {
+            0 => Value::Int4(s_id),
+            1 => Value::Text(number.to_owned()),
+            _ => pgtier_engine::coerce(Value::Int4(1), column.ty, &column.name).unwrap(),
+        })
+        .collect()
+}
+
+#[test]
+fn an_insert_or_update_that_takes_a_key_postgresql_holds_fails_as_in_postgresql() {
+    let url = common::fresh_tatp("cache_dynamic_unique_writes");
+    let mut client = connect(&url).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dynamic_cache(dir.path(), &url);
+    let db = cache.database().clone();
+    let subscriber = db.catalog().table_by_name("subscriber").unwrap().id;
+    let number = |s_id: i32| format!("{s_id:015}");
+
+    // A subscriber whose s_id PostgreSQL holds (its instance not cached).
+    let mut txn = db.begin().unwrap();
+    let taken_key = txn.insert(subscriber, &subscriber_row(&db, 30, "new-30"));
+    assert_eq!(taken_key.map_err(|e| e.sqlstate().to_owned()), Err("23505".to_owned()), "s_id 30");
+    txn.rollback();
+    // A new subscriber with another's number.
+    let mut txn = db.begin().unwrap();
+    let taken_number = txn.insert(subscriber, &subscriber_row(&db, 900_000, &number(31)));
+    assert_eq!(taken_number.map_err(|e| e.sqlstate().to_owned()), Err("23505".to_owned()), "sub_nbr of 31");
+    txn.rollback();
+    // A subscriber given another's number.
+    let mut txn = db.begin().unwrap();
+    let moved = txn.update(subscriber, &[Value::Int4(21)], &[(1, Value::Text(number(32)))]);
+    assert_eq!(moved.map_err(|e| e.sqlstate().to_owned()), Err("23505".to_owned()), "21 takes 32's number");
+    txn.rollback();
+    // What is new to both goes in.
+    let mut txn = db.begin().unwrap();
+    txn.insert(subscriber, &subscriber_row(&db, 900_001, "new-900001")).unwrap();
+    txn.commit().unwrap();
+    assert!(cache.wait_propagated(std::time::Duration::from_secs(30)), "write-through did not drain");
+    let group = pgtier_cache::define_group(&mut client, &common::tatp_spec()).unwrap();
+    let in_postgres = postgres_dump(&mut client, &group, "subscriber", "s_id IN (21, 30, 31, 32, 900001)");
+    let cached = cache_dump(&db, "subscriber");
+    assert!(cached.iter().all(|row| in_postgres.contains(row)), "{cached:?} vs {in_postgres:?}");
+    assert!(cached.iter().any(|row| row.starts_with("900001|new-900001")), "{cached:?}");
+    assert_eq!(in_postgres.len(), 5, "{in_postgres:?}");
+}

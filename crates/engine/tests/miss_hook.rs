@@ -251,7 +251,8 @@ fn writes_and_foreign_key_checks_see_what_the_hook_loaded() {
     let mut row = RowBuf::new();
     assert!(t.get_for_update(h.parent, &[int(3)], &mut row).unwrap());
     assert!(t.delete_with(h.parent, &[int(4)], |r| Ok(r.get(0).to_owned_value() == int(4))).unwrap());
-    // FK: the parent of a new child is loaded by the check.
+    // FK: the parent of a new child is loaded by the check (the child's key
+    // carries the parent's, so that load brought any row of it).
     t.insert(h.child, &[int(5), Value::Int2(7), text("new")]).unwrap();
     assert_eq!(h.calls(), 5);
     // Without a parent anywhere: still 23503, after asking.
@@ -279,18 +280,20 @@ fn a_hook_that_loads_nothing_leaves_no_row() {
     assert!(!t.delete(h.parent, &[int(1)]).unwrap());
     assert!(!t.get_for_update(h.parent, &[int(1)], &mut row).unwrap());
     assert_eq!(h.calls(), 4);
-    // A row this transaction deleted is no miss; nor one it inserted and reads.
+    // An insert asks first (the backend may hold the key), once; a row this
+    // transaction deleted is no miss, nor one it inserted and reads.
     t.insert(h.parent, &[int(10), text("p"), Value::Int8(0)]).unwrap();
+    assert_eq!(h.calls(), 5);
     assert!(t.delete(h.parent, &[int(10)]).unwrap());
     assert!(!t.get(h.parent, &[int(10)], &mut row).unwrap());
     assert!(!t.delete(h.parent, &[int(10)]).unwrap());
-    assert_eq!(h.calls(), 4);
+    assert_eq!(h.calls(), 5);
     t.commit().unwrap();
     // Without a hook: nothing is asked.
     db.set_miss_hook(h.parent, None);
     let mut t = db.begin().unwrap();
     assert!(!t.get(h.parent, &[int(2)], &mut row).unwrap());
-    assert_eq!(h.calls(), 4);
+    assert_eq!(h.calls(), 5);
 }
 
 #[test]
@@ -314,22 +317,32 @@ fn the_cache_own_transactions_never_call_the_hook() {
 fn a_load_never_waits_for_the_application_transaction_that_missed() {
     let (_dir, db, h) = setup(&[(50, &[1])]);
     let mut t = db.begin().unwrap();
-    // The application inserts a parent the backend also has, then misses on
-    // its child: the hook's load would wait for this very transaction.
-    t.insert(h.parent, &[int(50), text("mine"), Value::Int8(0)]).unwrap();
+    // The application inserts a parent the backend also has: asked first,
+    // the hook loads it, and the insert meets it as a duplicate (23505).
+    let e = t.insert(h.parent, &[int(50), text("mine"), Value::Int8(0)]).unwrap_err();
+    assert_eq!(e.sqlstate(), "23505", "{e}");
+    assert_eq!(h.calls(), 1);
+    drop(t);
+    // One the backend gets only after the insert asked (another writer of
+    // PostgreSQL), then a miss on its child: the hook's load would wait for
+    // this very transaction.
+    let mut t = db.begin().unwrap();
+    t.insert(h.parent, &[int(60), text("mine"), Value::Int8(0)]).unwrap();
+    assert_eq!(h.calls(), 2);
+    h.backend.lock().unwrap().insert(60, vec![1]);
     let started = Instant::now();
     let mut row = RowBuf::new();
-    let e = t.get(h.child, &[int(50), Value::Int2(1)], &mut row).unwrap_err();
+    let e = t.get(h.child, &[int(60), Value::Int2(1)], &mut row).unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(5), "waited {:?}", started.elapsed());
     assert_eq!(e.sqlstate(), "55P03");
     assert!(e.to_string().contains("could not obtain lock on row in relation \"parent\""), "{e}");
-    assert_eq!(h.calls(), 1);
+    assert_eq!(h.calls(), 3);
     // The statement failed, so the transaction is aborted (rolled back).
-    assert_eq!(t.get(h.parent, &[int(50)], &mut row).unwrap_err().sqlstate(), "25P02");
+    assert_eq!(t.get(h.parent, &[int(60)], &mut row).unwrap_err().sqlstate(), "25P02");
     drop(t);
     // Nothing half-loaded either: the load rolled back whole; it works now.
     let mut t = db.begin().unwrap();
-    assert!(t.get(h.child, &[int(50), Value::Int2(1)], &mut row).unwrap());
+    assert!(t.get(h.child, &[int(60), Value::Int2(1)], &mut row).unwrap());
     t.commit().unwrap();
 }
 
@@ -411,6 +424,7 @@ fn a_child_insert_holds_its_present_parent() {
     t.insert(h.child, &[int(1), Value::Int2(3), text("new")]).unwrap();
     t.insert(h.child, &[int(1), Value::Int2(4), text("new")]).unwrap();
     assert_eq!(h.present_holds.load(Ordering::SeqCst), 1, "asked once for rows under one parent");
+    assert_eq!(h.calls(), 1, "a child's key carries its present parent's: not asked");
     assert_eq!(h.holds(), 1, "the parent is held until the transaction ends");
     t.commit().unwrap();
     assert_eq!(h.holds(), 0);

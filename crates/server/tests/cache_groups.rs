@@ -672,5 +672,21 @@ fn a_dynamic_group_loads_what_a_unique_key_names() {
         text_rows(&mut pg, updated),
         [["40", "40000"], ["41", "41000"], ["250", "250000"]].map(|r| r.map(|v| Some(v.to_owned())).to_vec())
     );
+    // An INSERT that takes a key PostgreSQL holds for a subscriber not in
+    // memory, and an UPDATE that takes another's number: 23505 on both
+    // sides (the cache used to take them and PostgreSQL to refuse them at
+    // write-through).
+    for sql in [
+        "INSERT INTO subscriber (s_id, sub_nbr) VALUES (120, 'fresh-120')".to_owned(),
+        format!("INSERT INTO subscriber (s_id, sub_nbr) VALUES (100000, '{}')", nbr(121)),
+        format!("UPDATE subscriber SET sub_nbr = '{}' WHERE s_id = 40", nbr(122)),
+    ] {
+        tier.batch_execute("UNLOAD CACHE GROUP tatp").unwrap();
+        let mine = tier.batch_execute(&sql).unwrap_err();
+        let theirs = pg.batch_execute(&sql).unwrap_err();
+        assert_eq!(mine.code(), theirs.code(), "{sql}: {mine} / {theirs}");
+        assert_eq!(mine.code(), Some(&postgres::error::SqlState::UNIQUE_VIOLATION), "{sql}");
+    }
+    drained(&mut tier);
     tier.batch_execute("VERIFY CACHE GROUP tatp").unwrap();
 }

@@ -182,6 +182,12 @@ impl Transaction {
             self.s.row = row;
             parents_asked = r?;
         }
+        if store.hooks.has_miss_hook() && self.origin == Origin::Application {
+            let row = std::mem::take(&mut self.s.row);
+            let r = self.load_conflicting_keys(store, &meta, &row, None);
+            self.s.row = row;
+            r?;
+        }
         store.pk_of(&self.s.row, &mut self.s.key);
         let hash = hash_key(&self.s.key);
         let stack = self.must_stack(h, hash);
@@ -265,6 +271,13 @@ impl Transaction {
             store.pk.encode_row(store.layout(), &t.s.row, &mut t.s.tmp);
             if t.s.tmp != t.s.key {
                 return t.update_key(h, &store, hash, at).map(|()| Some(true));
+            }
+            if store.hooks.has_miss_hook() && t.origin == Origin::Application {
+                let meta = Arc::clone(&t.held[h].meta);
+                let (row, base) = (std::mem::take(&mut t.s.row), std::mem::take(&mut t.s.base));
+                let r = t.load_conflicting_keys(&store, &meta, &row, Some(&base));
+                (t.s.row, t.s.base) = (row, base);
+                r?;
             }
             let own = is_uncommitted(at.word);
             let stack = own && t.must_stack(h, hash);
