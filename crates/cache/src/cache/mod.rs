@@ -863,7 +863,11 @@ impl Cache {
         if used <= budget {
             return;
         }
-        let recent = || self.miss_round_recent();
+        // Whether a round began less than `AGING_HELP_INTERVAL_MS` ago.
+        let recent = || {
+            let last_ms = self.aging_round_began_ms.load(Ordering::Relaxed);
+            self.millis_open() < last_ms.saturating_add(AGING_HELP_INTERVAL_MS)
+        };
         let _round = if used as f64 > budget as f64 * AGING_WAIT_ABOVE {
             let round = self.aging_round.lock();
             // Waiting for the round under way was the point; another right
@@ -879,7 +883,17 @@ impl Cache {
             let Some(round) = self.aging_round.try_lock() else { return };
             round
         };
-        self.miss_round();
+        self.aging_round_began_ms.store(self.millis_open(), Ordering::Relaxed);
+        // A new epoch, as every round starts, but what was used in the one
+        // that ends stays too: these rounds come every few tens of
+        // milliseconds while sessions promote, and an instance the sessions
+        // read just before one would otherwise rank with those unused for
+        // a whole epoch (a hot instance went that way). A failed round (a
+        // conflict, shutting down) is the aging thread's to retry; this
+        // miss loads either way.
+        let spare_from = self.db.access_tick();
+        self.db.advance_access_tick();
+        let _ = self.age_round(spare_from);
     }
 
     /// `aging::holds_loads` by the memory and write-through now.
@@ -912,27 +926,6 @@ impl Cache {
         let catalog = self.db.catalog();
         let tables = entry.group.tables.iter().filter_map(|table| catalog.table_by_name(&table.def.name));
         tables.map(|table| self.db.table_memory(table.id)).sum()
-    }
-
-    /// Whether a round began less than `AGING_HELP_INTERVAL_MS` ago.
-    fn miss_round_recent(&self) -> bool {
-        let last_ms = self.aging_round_began_ms.load(Ordering::Relaxed);
-        self.millis_open() < last_ms.saturating_add(AGING_HELP_INTERVAL_MS)
-    }
-
-    /// An aging round a miss runs (its caller holds `aging_round`).
-    fn miss_round(&self) {
-        self.aging_round_began_ms.store(self.millis_open(), Ordering::Relaxed);
-        // A new epoch, as every round starts, but what was used in the one
-        // that ends stays too: these rounds come every few tens of
-        // milliseconds while sessions promote, and an instance the sessions
-        // read just before one would otherwise rank with those unused for
-        // a whole epoch (a hot instance went that way). A failed round (a
-        // conflict, shutting down) is the aging thread's to retry; this
-        // miss loads either way.
-        let spare_from = self.db.access_tick();
-        self.db.advance_access_tick();
-        let _ = self.age_round(spare_from);
     }
 
     /// What LOAD, REFRESH, UNLOAD and ACCEPT DEFINITION do first: the
