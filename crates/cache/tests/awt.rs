@@ -440,3 +440,46 @@ fn used_up_origin_slots_are_reported_and_write_through_resumes_when_freed() {
     assert_eq!(client.query_one("SELECT v FROM kv WHERE k = 11", &[]).unwrap().get::<_, i32>(0), 100);
     cache.shutdown();
 }
+
+/// `pgtier_cache_propagation.backlog_bytes` of 0 means PostgreSQL has every
+/// acknowledged commit. An asynchronous commit is acknowledged (and visible
+/// to VERIFY) before it is durable, and write-through reads only durable
+/// WAL: counted up to the durable end, the backlog read 0 for that moment,
+/// and a soak that waited for 0 before VERIFY found the cache ahead of
+/// PostgreSQL (CI, once in many runs). A long flush interval widens the
+/// moment to seconds here.
+#[test]
+fn the_backlog_counts_an_asynchronous_commit_before_it_is_durable() {
+    let url = fresh_tatp("cache_awt_async_backlog");
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine =
+        pgtier_engine::EngineConfig { commit_mode: pgtier_engine::CommitMode::Async, ..Default::default() };
+    engine.wal.async_flush_interval = Duration::from_secs(3);
+    let db = Database::open(dir.path(), engine).unwrap();
+    let params = pgtier_backend::BackendConfig { url: Some(url.clone()), ..Default::default() }.resolve().unwrap();
+    let mut config = pgtier_cache::CacheConfig::default();
+    config.awt.node = common::node_of(dir.path());
+    let cache = Cache::open(db, Some(params), config).unwrap();
+    cache.create_group(&awt_group()).unwrap();
+    cache.load("awt", &LoadOptions { predicate: Some("s_id <= 10".into()), ..LoadOptions::default() }).unwrap();
+    assert!(cache.wait_propagated(Duration::from_secs(30)));
+    assert_eq!(cache.propagation_info().unwrap().backlog_bytes, 0);
+    let db = cache.database().clone();
+    let catalog = db.catalog();
+    let subscriber = catalog.table_by_name("subscriber").unwrap();
+    let vlr = subscriber.column_index("vlr_location").unwrap();
+    let mut txn = db.begin().unwrap();
+    txn.update(subscriber.id, &[Value::Int4(3)], &[(vlr, Value::Int4(777))]).unwrap();
+    txn.commit().unwrap();
+    let info = cache.propagation_info().unwrap();
+    assert!(info.backlog_bytes > 0, "an acknowledged commit PostgreSQL lacks is backlog: {info:?}");
+    let mut client = connect(&url).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while cache.propagation_info().unwrap().backlog_bytes > 0 {
+        assert!(std::time::Instant::now() < deadline, "{:?}", cache.propagation_info());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let vlr_in_postgres: i32 =
+        client.query_one("SELECT vlr_location::int4 FROM subscriber WHERE s_id = 3", &[]).unwrap().get(0);
+    assert_eq!(vlr_in_postgres, 777, "a backlog of 0 came before PostgreSQL had the commit");
+}

@@ -115,7 +115,12 @@ impl Cache {
         let status = self.propagation()?;
         let stats = self.db.stats();
         let position = status.position.load(Ordering::Relaxed);
-        let backlog_bytes = stats.wal_durable_end.0.saturating_sub(position);
+        // Up to the newest application commit even before it is durable: an
+        // asynchronous commit is acknowledged (and VERIFY sees it) up to
+        // `async_flush_interval` before the reader can read it, and a
+        // backlog of 0 must mean PostgreSQL has every acknowledged commit.
+        let end = stats.wal_durable_end.0.max(self.db.application_commit_end().0);
+        let backlog_bytes = end.saturating_sub(position);
         let last_applied = status.last_applied_commit_us.load(Ordering::Relaxed);
         let now_us = pgtier_engine::wall_clock_us();
         Some(PropagationInfo {

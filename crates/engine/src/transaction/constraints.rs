@@ -276,12 +276,16 @@ impl Transaction {
         // just loaded or held whole: memory has any row of that key. (Asked
         // anyway, TATP's INSERT_CALL_FORWARDING ran 20x slower on average
         // through the flash tier.)
-        let key_in_loaded_instance = meta.as_child.iter().any(|link| {
-            link.other.upgrade().is_some_and(|parent| parent.hooks.has_miss_hook())
-                && link.fk.child_columns.iter().all(|c| store.schema.primary_key.contains(c))
-                && !link.fk.child_columns.iter().any(|&c| layout.is_null(new_row, c))
-        });
-        if old_row.is_none() && !key_in_loaded_instance {
+        // Only an insert brings a new primary key (an update changing it is
+        // `update_key`'s delete and insert), so updates skip the walk.
+        let key_in_loaded_instance = || {
+            meta.as_child.iter().any(|link| {
+                link.other.upgrade().is_some_and(|parent| parent.hooks.has_miss_hook())
+                    && link.fk.child_columns.iter().all(|c| store.schema.primary_key.contains(c))
+                    && !link.fk.child_columns.iter().any(|&c| layout.is_null(new_row, c))
+            })
+        };
+        if old_row.is_none() && !key_in_loaded_instance() {
             let key: Vec<Value> = store.schema.primary_key.iter().map(|&c| row.get(c).to_owned_value()).collect();
             self.key_missed(store.schema.id, &key, MissIntent::Write)?;
         }
