@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""What an admission policy would save `pgtier demo flash` (study 003).
+
+A trace simulation, not pgtier code: TATP's NURand subscriber keys
+(A = 65,535 over 300,000 subscribers, the demo's defaults) run through a
+model of the two tiers the demo measures, at its four cache sizes:
+
+- DRAM holds a fixed 5 % of the subscribers (the demo's DRAM budget),
+  least recently used first out;
+- flash holds the rest of the cache size, first in first out (its regions
+  are reclaimed oldest first); a flash hit moves the instance to DRAM.
+
+It reports, per key drawn after a warm-up, the loads from PostgreSQL and
+the flash reads, for three policies:
+
+- `lru`: what pgtier does today (every instance DRAM evicts goes to flash);
+- `tinylfu-flash`: an instance DRAM evicts goes to flash only when a
+  frequency sketch counts it more often than the flash record it would push
+  out (TinyLFU, Einziger, Friedman and Manes, ACM ToS 2017);
+- `tinylfu`: the same, and a key just loaded is kept in DRAM only when it
+  is counted more often than DRAM's least recently used instance (otherwise
+  it answers its transaction and goes first).
+
+The sketch here is an exact counter halved every 10 x cache-size accesses;
+a count-min sketch of 4-bit counters approximates it in a few bytes per
+cached instance. Every access counts (hits too): a sketch fed only by
+misses does not help (tried: the 60 % point got worse).
+
+Run: python3 crates/cache/sim/admission.py   (about 3 minutes)
+"""
+
+import collections
+import random
+
+SUBSCRIBERS = 300_000
+NURAND_A = 65_535
+DRAM_SHARE = 0.05
+DRAWS = 3_000_000
+WARM_UP = 1_000_000
+SIZES = (0.1, 0.2, 0.4, 0.6)
+
+
+def draws(seed=1):
+    rng = random.Random(seed)
+    n = SUBSCRIBERS
+    return [((rng.randint(0, NURAND_A) | rng.randint(1, n)) % n) + 1 for _ in range(DRAWS)]
+
+
+def run(trace, size, policy):
+    dram_max = int(SUBSCRIBERS * DRAM_SHARE)
+    flash_max = int(SUBSCRIBERS * size) - dram_max
+    dram = collections.OrderedDict()
+    flash = collections.OrderedDict()
+    freq = collections.Counter()
+    since_halving = 0
+    loads = flash_reads = 0
+    for i, key in enumerate(trace):
+        if policy != "lru":
+            freq[key] += 1
+            since_halving += 1
+            if since_halving >= 10 * (dram_max + flash_max):
+                freq = collections.Counter({k: v // 2 for k, v in freq.items() if v > 1})
+                since_halving = 0
+        if key in dram:
+            dram.move_to_end(key)
+            continue
+        counted = i >= WARM_UP
+        if key in flash:
+            del flash[key]
+            flash_reads += counted
+        else:
+            loads += counted
+        dram[key] = True
+        if len(dram) <= dram_max:
+            continue
+        oldest = next(iter(dram))
+        if policy == "tinylfu" and freq[key] <= freq[oldest]:
+            victim = key
+            del dram[key]
+        else:
+            victim, _ = dram.popitem(last=False)
+        admit = True
+        if policy != "lru" and len(flash) >= flash_max:
+            admit = freq[victim] > freq[next(iter(flash))]
+        if admit:
+            flash[victim] = True
+            if len(flash) > flash_max:
+                flash.popitem(last=False)
+    counted = len(trace) - WARM_UP
+    return loads / counted, flash_reads / counted
+
+
+def main():
+    trace = draws()
+    policies = ("lru", "tinylfu-flash", "tinylfu")
+    print("| cache size | " + " | ".join(f"{p}: loads / flash reads per key" for p in policies) + " |")
+    print("|---|" + "---:|" * len(policies))
+    for size in SIZES:
+        cells = [run(trace, size, p) for p in policies]
+        print(f"| {size:.0%} | " + " | ".join(f"{l:.3f} / {f:.3f}" for l, f in cells) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
