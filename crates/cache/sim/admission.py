@@ -21,12 +21,18 @@ the flash reads, for three policies:
   is counted more often than DRAM's least recently used instance (otherwise
   it answers its transaction and goes first).
 
+- `sampled-K`: nearer what pgtier's aging could do: DRAM evicts, of K
+  instances drawn at random among those not used in the last 20 % of its
+  capacity's worth of keys, the one counted least (then the oldest); every
+  evicted instance goes to flash. Aging today draws candidates worth twice
+  the bytes it frees (K = 2 in effect) and reads each candidate whole.
+
 The sketch here is an exact counter halved every 10 x cache-size accesses;
 a count-min sketch of 4-bit counters approximates it in a few bytes per
 cached instance. Every access counts (hits too): a sketch fed only by
 misses does not help (tried: the 60 % point got worse).
 
-Run: python3 crates/cache/sim/admission.py   (about 3 minutes)
+Run: python3 crates/cache/sim/admission.py   (about 10 minutes)
 """
 
 import collections
@@ -46,7 +52,62 @@ def draws(seed=1):
     return [((rng.randint(0, NURAND_A) | rng.randint(1, n)) % n) + 1 for _ in range(DRAWS)]
 
 
+def run_sampled(trace, size, k):
+    dram_max = int(SUBSCRIBERS * DRAM_SHARE)
+    flash_max = int(SUBSCRIBERS * size) - dram_max
+    last_use = {}
+    keys, position = [], {}
+    flash = collections.OrderedDict()
+    freq = collections.Counter()
+    since_halving = 0
+    loads = flash_reads = 0
+    rng = random.Random(7)
+    for i, key in enumerate(trace):
+        freq[key] += 1
+        since_halving += 1
+        if since_halving >= 10 * (dram_max + flash_max):
+            freq = collections.Counter({k: v // 2 for k, v in freq.items() if v > 1})
+            since_halving = 0
+        if key in last_use:
+            last_use[key] = i
+            continue
+        counted = i >= WARM_UP
+        if key in flash:
+            del flash[key]
+            flash_reads += counted
+        else:
+            loads += counted
+        last_use[key] = i
+        position[key] = len(keys)
+        keys.append(key)
+        if len(keys) <= dram_max:
+            continue
+        spare_from = i - int(dram_max * 0.2)
+        victim = None
+        for _ in range(k):
+            drawn = keys[rng.randrange(len(keys))]
+            if last_use[drawn] >= spare_from:
+                continue
+            if victim is None or (freq[drawn], last_use[drawn]) < (freq[victim], last_use[victim]):
+                victim = drawn
+        if victim is None:
+            victim = min(keys, key=last_use.get)
+        del last_use[victim]
+        at = position.pop(victim)
+        moved = keys.pop()
+        if at < len(keys):
+            keys[at] = moved
+            position[moved] = at
+        flash[victim] = True
+        if len(flash) > flash_max:
+            flash.popitem(last=False)
+    counted = len(trace) - WARM_UP
+    return loads / counted, flash_reads / counted
+
+
 def run(trace, size, policy):
+    if policy.startswith("sampled-"):
+        return run_sampled(trace, size, int(policy.split("-")[1]))
     dram_max = int(SUBSCRIBERS * DRAM_SHARE)
     flash_max = int(SUBSCRIBERS * size) - dram_max
     dram = collections.OrderedDict()
@@ -92,7 +153,7 @@ def run(trace, size, policy):
 
 def main():
     trace = draws()
-    policies = ("lru", "tinylfu-flash", "tinylfu")
+    policies = ("lru", "tinylfu-flash", "tinylfu", "sampled-2", "sampled-4", "sampled-16")
     print("| cache size | " + " | ".join(f"{p}: loads / flash reads per key" for p in policies) + " |")
     print("|---|" + "---:|" * len(policies))
     for size in SIZES:
