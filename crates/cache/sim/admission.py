@@ -46,6 +46,33 @@ WARM_UP = 1_000_000
 SIZES = (0.1, 0.2, 0.4, 0.6)
 
 
+class Counts:
+    """Accesses per key, every count halved each `10 x capacity` accesses."""
+
+    def __init__(self, capacity):
+        self.freq = collections.Counter()
+        self.period = 10 * capacity
+        self.since_halving = 0
+
+    def record(self, key):
+        self.freq[key] += 1
+        self.since_halving += 1
+        if self.since_halving >= self.period:
+            self.freq = collections.Counter({k: v // 2 for k, v in self.freq.items() if v > 1})
+            self.since_halving = 0
+
+    def __getitem__(self, key):
+        return self.freq[key]
+
+
+def take_from_flash(flash, key):
+    """True when `key` was on flash (now promoted), False for a load."""
+    if key in flash:
+        del flash[key]
+        return True
+    return False
+
+
 def draws(seed=1):
     rng = random.Random(seed)
     n = SUBSCRIBERS
@@ -58,22 +85,16 @@ def run_sampled(trace, size, k):
     last_use = {}
     keys, position = [], {}
     flash = collections.OrderedDict()
-    freq = collections.Counter()
-    since_halving = 0
+    freq = Counts(dram_max + flash_max)
     loads = flash_reads = 0
     rng = random.Random(7)
     for i, key in enumerate(trace):
-        freq[key] += 1
-        since_halving += 1
-        if since_halving >= 10 * (dram_max + flash_max):
-            freq = collections.Counter({k: v // 2 for k, v in freq.items() if v > 1})
-            since_halving = 0
+        freq.record(key)
         if key in last_use:
             last_use[key] = i
             continue
         counted = i >= WARM_UP
-        if key in flash:
-            del flash[key]
+        if take_from_flash(flash, key):
             flash_reads += counted
         else:
             loads += counted
@@ -112,22 +133,16 @@ def run(trace, size, policy):
     flash_max = int(SUBSCRIBERS * size) - dram_max
     dram = collections.OrderedDict()
     flash = collections.OrderedDict()
-    freq = collections.Counter()
-    since_halving = 0
+    freq = Counts(dram_max + flash_max)
     loads = flash_reads = 0
     for i, key in enumerate(trace):
         if policy != "lru":
-            freq[key] += 1
-            since_halving += 1
-            if since_halving >= 10 * (dram_max + flash_max):
-                freq = collections.Counter({k: v // 2 for k, v in freq.items() if v > 1})
-                since_halving = 0
+            freq.record(key)
         if key in dram:
             dram.move_to_end(key)
             continue
         counted = i >= WARM_UP
-        if key in flash:
-            del flash[key]
+        if take_from_flash(flash, key):
             flash_reads += counted
         else:
             loads += counted
